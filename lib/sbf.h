@@ -1,0 +1,174 @@
+/*
+ * sbf.h - scalable blocked Bloom filter: the contract of the filter library.
+ *
+ * A filter is a list of stages; each stage is a blocked Bloom filter (all k bits of a key
+ * in one 64-byte block). New stages are appended as the newest fills up, each with a
+ * tighter error so the compound false-positive rate stays below the promised one.
+ * Keys are hashed once (XXH3-128, sbf_hash_key) and every stage derives its bits from
+ * that one hash. No I/O here: persistence goes through the codec callbacks below.
+ *
+ * Concurrency: one writer at a time (any non-const call). While the writer runs, one or
+ * more threads may call sbf_encode(), sbf_check*() and the figure getters on the same
+ * filter: bits are set with relaxed atomic ORs and stages are published with release
+ * stores, so a reader sees every add that completed before it started. sbf_clear(),
+ * sbf_intersect() and sbf_free() need exclusive access.
+ */
+#ifndef BLOOMD_LIB_SBF_H
+#define BLOOMD_LIB_SBF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Results: 0 on success, or one of these (all negative). */
+enum sbf_err {
+    SBF_OK = 0,
+    SBF_ENOMEM = -1,     /* malloc failed, or the budget refused the bytes */
+    SBF_EINVAL = -2,     /* parameters out of range */
+    SBF_ELIMIT = -3,     /* SBF_MAX_STAGES reached: the filter cannot grow */
+    SBF_EINCOMPAT = -4,  /* union/intersection of filters with different parameters */
+    SBF_EIO = -5,        /* a codec callback failed or the input ended early */
+    SBF_ECORRUPT = -6,   /* codec: bad magic, field, size or checksum */
+    SBF_EVERSION = -7,   /* codec: a format version this build does not read */
+    SBF_ETOOBIG = -8,    /* codec: the input declares more bytes than max_bytes */
+};
+
+/* Returns a short static description of an sbf_err ("out of memory", ...). */
+const char *sbf_strerror(int err);
+
+#define SBF_MAX_STAGES 64
+#define SBF_MAX_CAPACITY (UINT64_C(1) << 40) /* keys in the initial stage */
+
+enum sbf_growth {
+    SBF_GROWTH_EXPONENTIAL = 0, /* c_i = c0 * s^i */
+    SBF_GROWTH_LINEAR = 1,      /* c_0 = c0, c_i = c0 * s * i for i >= 1 */
+};
+
+struct sbf_params {
+    uint64_t capacity;      /* keys the first stage takes, >= 1 */
+    double error;           /* promised compound false-positive rate, in (0, 1) */
+    enum sbf_growth growth; /* how stage capacities grow */
+    double scale;           /* s: growth factor, in [1, 64] */
+    double ratio;           /* r: tightening ratio, stage i gets error p*(1-r)*r^i, in (0, 1) */
+};
+
+/* Defaults: capacity 100000, error 0.01, exponential, scale 2, ratio SBF default. */
+void sbf_params_default(struct sbf_params *p);
+
+/* Returns 0 if p is usable, SBF_EINVAL otherwise. */
+int sbf_params_check(const struct sbf_params *p);
+
+/*
+ * Memory budget, shared by many filters (the server's max_memory). reserve() is called
+ * before every allocation of filter bits with its size and may refuse (return false);
+ * release() is called when bits are freed. Both may be NULL in a zeroed budget.
+ */
+struct sbf_budget {
+    bool (*reserve)(void *ctx, size_t bytes);
+    void (*release)(void *ctx, size_t bytes);
+    void *ctx;
+};
+
+/* 128-bit hash of a key; computed once per key and shared by every stage. */
+struct sbf_hash {
+    uint64_t lo;
+    uint64_t hi;
+};
+
+/* Hashes a key of len bytes (len may be 0). Never fails. */
+struct sbf_hash sbf_hash_key(const void *key, size_t len);
+
+struct sbf;
+
+/*
+ * Creates an empty filter with one stage. budget may be NULL (no limit); it is copied
+ * and used for the filter's whole life. Returns 0 and sets *out, or SBF_EINVAL,
+ * SBF_ENOMEM. The caller frees *out with sbf_free().
+ */
+int sbf_new(const struct sbf_params *p, const struct sbf_budget *budget, struct sbf **out);
+
+/* Frees the filter and releases its bytes to its budget. sbf_free(NULL) does nothing. */
+void sbf_free(struct sbf *f);
+
+/* Bytes of filter bits that sbf_new(p) would allocate for its first stage. */
+uint64_t sbf_first_stage_bytes(const struct sbf_params *p);
+
+/* The filter's parameters (valid as long as the filter). */
+const struct sbf_params *sbf_params(const struct sbf *f);
+
+/* True if a and b have the same parameters, so union/intersection are defined. */
+bool sbf_compatible(const struct sbf *a, const struct sbf *b);
+
+/*
+ * Single-key operations. sbf_add sets *added (may be NULL) to true if the key was new.
+ * sbf_checkadd sets *present to whether the key was already there, then adds it.
+ * Adding may append a stage: returns SBF_ENOMEM or SBF_ELIMIT if that fails, and the
+ * filter is unchanged.
+ */
+int sbf_add(struct sbf *f, struct sbf_hash h, bool *added);
+bool sbf_check(const struct sbf *f, struct sbf_hash h);
+int sbf_checkadd(struct sbf *f, struct sbf_hash h, bool *present);
+
+/*
+ * Batch operations over n hashes, processed in order (a key repeated in the batch is
+ * present the second time). They prefetch every block before probing. On error the
+ * keys before the failing one were processed and the rest were not; *added counts the
+ * new keys processed.
+ */
+int sbf_add_batch(struct sbf *f, const struct sbf_hash *h, size_t n, size_t *added);
+void sbf_check_batch(const struct sbf *f, const struct sbf_hash *h, size_t n, bool *present);
+int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *present);
+
+/*
+ * dst |= src (or &=), stage by stage. The filters must be compatible (else
+ * SBF_EINCOMPAT, dst unchanged). Union gives dst any stages only src has (may fail with
+ * SBF_ENOMEM, dst unchanged); intersection empties dst's stages that src lacks.
+ * Afterwards dst's item counts are the popcount estimates.
+ */
+int sbf_union(struct sbf *dst, const struct sbf *src);
+int sbf_intersect(struct sbf *dst, const struct sbf *src);
+
+/* Empties the filter: back to one empty first stage, parameters kept. */
+void sbf_clear(struct sbf *f);
+
+/* Cheap figures, O(stages). */
+struct sbf_info {
+    uint64_t bytes;    /* bytes of filter bits allocated */
+    uint32_t stages;   /* stages in use */
+    uint64_t capacity; /* sum of stage capacities */
+    uint64_t items;    /* exact count of new keys added (estimate after union/intersect) */
+};
+void sbf_info(const struct sbf *f, struct sbf_info *out);
+
+/* Popcount figures, O(bytes): estimated items and current compound false-positive rate. */
+struct sbf_estimate {
+    double items;
+    double error;
+};
+void sbf_estimate(const struct sbf *f, struct sbf_estimate *out);
+
+/*
+ * Codec: a versioned, little-endian, checksummed stream.
+ * write(ctx, buf, len) returns 0 on success, nonzero to abort (sbf_encode returns SBF_EIO).
+ * read(ctx, buf, len) fills up to len bytes and returns how many (0 at end of input),
+ * or a negative number on error.
+ */
+typedef int (*sbf_write_fn)(void *ctx, const void *buf, size_t len);
+typedef long (*sbf_read_fn)(void *ctx, void *buf, size_t len);
+
+/* Writes the filter in chunks (no copy of its bits). May run beside the writer thread. */
+int sbf_encode(const struct sbf *f, sbf_write_fn write, void *ctx);
+
+/* Size in bytes sbf_encode would write now. */
+uint64_t sbf_encoded_size(const struct sbf *f);
+
+/*
+ * Reads a filter written by sbf_encode. Every field is validated before anything is
+ * allocated; input declaring more than max_bytes of bits gives SBF_ETOOBIG; trailing
+ * bytes after the checksum give SBF_ECORRUPT. budget as for sbf_new. Returns 0 and sets
+ * *out (caller frees), or an sbf_err, with nothing allocated.
+ */
+int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
+               struct sbf **out);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * proto.h - the bloomd text protocol (see proto/PROTOCOL.md): an incremental request
+ * parser and a reply formatter. Pure code: no I/O, no dependency on lib/ or libevent.
+ * The parser returns views into the caller's buffer and never allocates; the formatter
+ * appends to a caller-owned growable buffer.
+ */
+#ifndef BLOOMD_PROTO_PROTO_H
+#define BLOOMD_PROTO_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A borrowed byte range; never NUL-terminated. */
+struct proto_slice {
+    const char *ptr;
+    size_t len;
+};
+
+enum proto_cmd {
+    PROTO_CMD_CREATE,
+    PROTO_CMD_ADD,
+    PROTO_CMD_CHECK,
+    PROTO_CMD_CHECKADD,
+    PROTO_CMD_UNION,
+    PROTO_CMD_INTERSECT,
+    PROTO_CMD_INFO,
+    PROTO_CMD_LIST,
+    PROTO_CMD_DROP,
+    PROTO_CMD_CLEAR,
+    PROTO_CMD_FLUSH,
+    PROTO_CMD_STATS,
+    PROTO_CMD_VERSION,
+    PROTO_CMD_QUIT,
+};
+
+/* CREATE options; a bit in `set` says the option was given (else the server default). */
+enum proto_create_opt {
+    PROTO_OPT_CAPACITY = 1u << 0,
+    PROTO_OPT_ERROR = 1u << 1,
+    PROTO_OPT_GROWTH = 1u << 2,
+    PROTO_OPT_SCALE = 1u << 3,
+    PROTO_OPT_RATIO = 1u << 4,
+};
+
+enum proto_growth {
+    PROTO_GROWTH_EXPONENTIAL = 0,
+    PROTO_GROWTH_LINEAR = 1,
+};
+
+struct proto_create {
+    unsigned set;              /* enum proto_create_opt bits */
+    uint64_t capacity;         /* >= 1 */
+    double error;              /* in (0, 1) */
+    enum proto_growth growth;
+    double scale;              /* > 0, finite; range checked by the server */
+    double ratio;              /* in (0, 1) */
+};
+
+/*
+ * One parsed request. Slices point into the buffer given to proto_parse and are valid
+ * while it is. `name` is the filter (the destination for UNION/INTERSECT, the optional
+ * prefix for LIST and the optional filter for FLUSH; len 0 when absent). `args` is the
+ * rest of the line after the name: keys for ADD/CHECK/CHECKADD, source filters for
+ * UNION/INTERSECT; walk it with proto_next_arg(). Every arg was validated by the parser.
+ */
+struct proto_request {
+    enum proto_cmd cmd;
+    struct proto_slice name;
+    struct proto_slice args;
+    size_t nargs;
+    struct proto_create create; /* CREATE only */
+};
+
+struct proto_limits {
+    size_t max_line; /* bytes, terminator included; default PROTO_DEFAULT_MAX_LINE */
+};
+
+#define PROTO_DEFAULT_MAX_LINE ((size_t)1 << 20)
+#define PROTO_MAX_NAME 128
+
+enum proto_status {
+    PROTO_OK = 0,    /* one request parsed */
+    PROTO_MORE = 1,  /* no complete line yet: read more and call again */
+    PROTO_BLANK = 2, /* an empty or all-space line: skip it, no reply */
+    /* Errors (negative). Reply per proto_error_kind(); skip *consumed bytes. */
+    PROTO_ERR_UNKNOWN_CMD = -1,  /* reply ERROR */
+    PROTO_ERR_TOO_LONG = -2,     /* reply CLIENT_ERROR line too long, then close */
+    PROTO_ERR_ARGS = -3,         /* wrong number of arguments */
+    PROTO_ERR_NAME = -4,         /* invalid filter name */
+    PROTO_ERR_KEY = -5,          /* invalid key byte (tab, NUL, bare CR) */
+    PROTO_ERR_NUMBER = -6,       /* bad number */
+    PROTO_ERR_OPTION = -7,       /* unknown or repeated CREATE option, bad value */
+};
+
+/*
+ * Parses the first request in buf[0..len). Returns PROTO_OK with *consumed = bytes of
+ * the line including its terminator and *req filled; PROTO_MORE with *consumed = 0;
+ * PROTO_BLANK or an error with *consumed = bytes to skip (the whole line). For
+ * PROTO_ERR_TOO_LONG (no terminator within max_line bytes), *consumed = 0 and the
+ * caller must reply and close. Never reads outside buf[0..len).
+ */
+int proto_parse(const char *buf, size_t len, const struct proto_limits *lim,
+                struct proto_request *req, size_t *consumed);
+
+/* Short human-readable reason for a parse error ("line too long", ...). */
+const char *proto_strerror(int status);
+
+/*
+ * Takes the next space-separated token from *rest into *arg and advances *rest.
+ * Returns false when none is left.
+ */
+bool proto_next_arg(struct proto_slice *rest, struct proto_slice *arg);
+
+/* Case-insensitive name of a command ("CHECKADD"). */
+const char *proto_cmd_name(enum proto_cmd cmd);
+
+/* ---- Replies ---- */
+
+/* A growable output buffer owned by the caller; zero-initialise, then proto_buf_free. */
+struct proto_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool failed; /* set when an allocation failed; the content is then incomplete */
+};
+
+void proto_buf_free(struct proto_buf *b);
+void proto_buf_reset(struct proto_buf *b); /* len = 0, failed = false; keeps the memory */
+
+/* Each appends one complete reply line ending in "\r\n". */
+void proto_reply_word(struct proto_buf *b, const char *word);         /* "CREATED" */
+void proto_reply_error(struct proto_buf *b, const char *kind, const char *why); /* "CLIENT_ERROR why" */
+void proto_reply_count(struct proto_buf *b, const char *word, uint64_t n);      /* "ADDED 3" */
+void proto_reply_stat_u64(struct proto_buf *b, const char *field, uint64_t v);  /* "STAT f v" */
+void proto_reply_stat_double(struct proto_buf *b, const char *field, double v);
+void proto_reply_stat_str(struct proto_buf *b, const char *field, struct proto_slice v);
+void proto_reply_filter(struct proto_buf *b, struct proto_slice name, uint64_t items,
+                        uint64_t bytes, uint64_t capacity, double error); /* LIST line */
+
+/*
+ * CHECK/CHECKADD reply, built in pieces: proto_reply_bits() appends "1 0 1" for n
+ * results (with a leading space unless it is the first piece of the line, first=true),
+ * proto_reply_end() appends "\r\n". Linear in the number of keys.
+ */
+void proto_reply_bits(struct proto_buf *b, const bool *bits, size_t n, bool first);
+void proto_reply_end(struct proto_buf *b);
+
+#endif
