@@ -49,12 +49,12 @@ enum proto_growth {
 };
 
 struct proto_create {
-    unsigned set;              /* enum proto_create_opt bits */
-    uint64_t capacity;         /* >= 1 */
-    double error;              /* in (0, 1) */
+    unsigned set;      /* enum proto_create_opt bits */
+    uint64_t capacity; /* >= 1 */
+    double error;      /* in (0, 1) */
     enum proto_growth growth;
-    double scale;              /* > 0, finite; range checked by the server */
-    double ratio;              /* in (0, 1) */
+    double scale; /* > 0, finite; range checked by the server */
+    double ratio; /* in (0, 1) */
 };
 
 /*
@@ -70,6 +70,9 @@ struct proto_request {
     struct proto_slice args;
     size_t nargs;
     struct proto_create create; /* CREATE only */
+    /* On an error: a specific static reason, and the offending token (len 0 if none). */
+    const char *why;
+    struct proto_slice bad;
 };
 
 struct proto_limits {
@@ -84,13 +87,13 @@ enum proto_status {
     PROTO_MORE = 1,  /* no complete line yet: read more and call again */
     PROTO_BLANK = 2, /* an empty or all-space line: skip it, no reply */
     /* Errors (negative). Reply per proto_error_kind(); skip *consumed bytes. */
-    PROTO_ERR_UNKNOWN_CMD = -1,  /* reply ERROR */
-    PROTO_ERR_TOO_LONG = -2,     /* reply CLIENT_ERROR line too long, then close */
-    PROTO_ERR_ARGS = -3,         /* wrong number of arguments */
-    PROTO_ERR_NAME = -4,         /* invalid filter name */
-    PROTO_ERR_KEY = -5,          /* invalid key byte (tab, NUL, bare CR) */
-    PROTO_ERR_NUMBER = -6,       /* bad number */
-    PROTO_ERR_OPTION = -7,       /* unknown or repeated CREATE option, bad value */
+    PROTO_ERR_UNKNOWN_CMD = -1, /* reply ERROR */
+    PROTO_ERR_TOO_LONG = -2,    /* reply CLIENT_ERROR line too long, then close */
+    PROTO_ERR_ARGS = -3,        /* wrong number of arguments */
+    PROTO_ERR_NAME = -4,        /* invalid filter name */
+    PROTO_ERR_KEY = -5,         /* invalid key byte (tab, NUL, bare CR) */
+    PROTO_ERR_NUMBER = -6,      /* bad number */
+    PROTO_ERR_OPTION = -7,      /* unknown or repeated CREATE option, bad value */
 };
 
 /*
@@ -105,6 +108,9 @@ int proto_parse(const char *buf, size_t len, const struct proto_limits *lim,
 
 /* Short human-readable reason for a parse error ("line too long", ...). */
 const char *proto_strerror(int status);
+
+/* The reply word for a parse error: "ERROR" for an unknown command, else "CLIENT_ERROR". */
+const char *proto_error_kind(int status);
 
 /*
  * Takes the next space-separated token from *rest into *arg and advances *rest.
@@ -129,10 +135,11 @@ void proto_buf_free(struct proto_buf *b);
 void proto_buf_reset(struct proto_buf *b); /* len = 0, failed = false; keeps the memory */
 
 /* Each appends one complete reply line ending in "\r\n". */
-void proto_reply_word(struct proto_buf *b, const char *word);         /* "CREATED" */
-void proto_reply_error(struct proto_buf *b, const char *kind, const char *why); /* "CLIENT_ERROR why" */
-void proto_reply_count(struct proto_buf *b, const char *word, uint64_t n);      /* "ADDED 3" */
-void proto_reply_stat_u64(struct proto_buf *b, const char *field, uint64_t v);  /* "STAT f v" */
+void proto_reply_word(struct proto_buf *b, const char *word); /* "CREATED" */
+/* "CLIENT_ERROR why"; just the kind when why is NULL or empty. */
+void proto_reply_error(struct proto_buf *b, const char *kind, const char *why);
+void proto_reply_count(struct proto_buf *b, const char *word, uint64_t n);     /* "ADDED 3" */
+void proto_reply_stat_u64(struct proto_buf *b, const char *field, uint64_t v); /* "STAT f v" */
 void proto_reply_stat_double(struct proto_buf *b, const char *field, double v);
 void proto_reply_stat_str(struct proto_buf *b, const char *field, struct proto_slice v);
 void proto_reply_filter(struct proto_buf *b, struct proto_slice name, uint64_t items,
@@ -145,5 +152,12 @@ void proto_reply_filter(struct proto_buf *b, struct proto_slice name, uint64_t i
  */
 void proto_reply_bits(struct proto_buf *b, const bool *bits, size_t n, bool first);
 void proto_reply_end(struct proto_buf *b);
+
+/*
+ * The whole reply to a failed proto_parse(): "ERROR", or "CLIENT_ERROR <why> '<token>'"
+ * built from req->why and req->bad (the token is truncated and non-printable bytes are
+ * escaped as \xNN, so the reply is always one clean line).
+ */
+void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto_request *req);
 
 #endif
