@@ -1,0 +1,541 @@
+/*
+ * snapfile.c - crash-safe snapshot files: tmp + fsync + rename + directory fsync, as
+ * Redis's rdb.c does, and the start-up scan that loads or sets aside every snapshot.
+ * Tuned for large filters (hundreds of MiB): big sequential writes straight from the
+ * filter's bits, writeback started as we go so dirty pages stay bounded and the final
+ * fsync does not stall the disk for everyone else.
+ */
+#include "server/snapfile.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/proto.h"
+
+#define SNAPFILE_SUFFIX ".bloom"
+#define SNAPFILE_TMP_SUFFIX ".bloom.tmp"
+#define SNAPFILE_CORRUPT_INFIX ".bloom.corrupt-"
+/* Longest file name we build: name, ".bloom.corrupt-", timestamp, ".NNN", NUL. */
+#define SNAPFILE_PATH_MAX (PROTO_MAX_NAME + 64)
+#define SNAPFILE_BUF_BYTES ((size_t)1 << 20)
+/* Start writeback every this many bytes; wait for the chunk before it (bounded dirt). */
+#define SNAPFILE_SYNC_CHUNK ((uint64_t)32 << 20)
+#define SNAPFILE_MAX_SUFFIX 1000
+
+static const char *step_name(enum snapfile_step s)
+{
+    switch (s) {
+    case SNAPFILE_STEP_NONE:
+        return "snapshot";
+    case SNAPFILE_STEP_OPENDIR:
+        return "open directory";
+    case SNAPFILE_STEP_CREATE:
+        return "create";
+    case SNAPFILE_STEP_ALLOC:
+        return "allocate buffer for";
+    case SNAPFILE_STEP_ENCODE:
+        return "encode";
+    case SNAPFILE_STEP_WRITE:
+        return "write";
+    case SNAPFILE_STEP_FSYNC:
+        return "fsync";
+    case SNAPFILE_STEP_CLOSE:
+        return "close";
+    case SNAPFILE_STEP_RENAME:
+        return "rename";
+    case SNAPFILE_STEP_DIRSYNC:
+        return "fsync directory of";
+    case SNAPFILE_STEP_UNLINK:
+        return "unlink";
+    case SNAPFILE_STEP_SCAN:
+        return "read directory";
+    case SNAPFILE_STEP_OPEN:
+        return "open";
+    case SNAPFILE_STEP_READ:
+        return "read";
+    case SNAPFILE_STEP_DECODE:
+        return "decode";
+    case SNAPFILE_STEP_ABANDON:
+        return "abandoned";
+    }
+    return "snapshot";
+}
+
+const char *snapfile_format(const struct snapfile_error *e, const char *file, char *buf, size_t len)
+{
+    const char *why;
+    if (e->step == SNAPFILE_STEP_ABANDON)
+        why = "filter dropped or replaced meanwhile";
+    else if (e->sys != 0)
+        why = strerror(e->sys);
+    else if (e->codec != 0)
+        why = sbf_strerror(e->codec);
+    else
+        why = "failed";
+    snprintf(buf, len, "%s %s: %s", step_name(e->step), file ? file : "", why);
+    return buf;
+}
+
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+}
+
+bool snapfile_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 1 || n > PROTO_MAX_NAME || name[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!is_name_char(name[i]))
+            return false;
+    return true;
+}
+
+static int fail_sys(struct snapfile_error *err, enum snapfile_step step, int sys)
+{
+    err->step = step;
+    err->sys = sys;
+    err->codec = 0;
+    return SNAPFILE_ESYS;
+}
+
+static int fail_codec(struct snapfile_error *err, enum snapfile_step step, int codec)
+{
+    err->step = step;
+    err->sys = 0;
+    err->codec = codec;
+    return SNAPFILE_ECODEC;
+}
+
+static int fail_plain(struct snapfile_error *err, enum snapfile_step step, int rc)
+{
+    err->step = step;
+    err->sys = 0;
+    err->codec = 0;
+    return rc;
+}
+
+static int open_dir(const char *dir, struct snapfile_error *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        fail_sys(err, SNAPFILE_STEP_OPENDIR, errno);
+    return fd;
+}
+
+/* Writes all of buf; 0 or an errno. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The codec's sink: a buffer in front of the tmp file. */
+struct writer {
+    int fd;
+    char *buf;
+    size_t len;              /* bytes waiting in buf */
+    uint64_t written;        /* bytes handed to write(2) so far */
+    uint64_t sync_started;   /* writeback requested for [0, sync_started) */
+    enum snapfile_step step; /* of the first failure */
+    int sys;                 /* errno of the first failure, 0 if none */
+};
+
+static int writer_put(struct writer *w, const char *data, size_t len)
+{
+    int e = write_all(w->fd, data, len);
+    if (e != 0) {
+        w->step = SNAPFILE_STEP_WRITE;
+        w->sys = e;
+        return -1;
+    }
+    w->written += len;
+    if (w->written - w->sync_started >= SNAPFILE_SYNC_CHUNK) {
+        /* Start writeback of the new range, then wait for the previous chunk so that at
+         * most two chunks of this file are dirty at once. */
+        off_t from = (off_t)w->sync_started, prev = from - (off_t)SNAPFILE_SYNC_CHUNK;
+        off_t n = (off_t)(w->written - w->sync_started);
+        if (sync_file_range(w->fd, from, n, SYNC_FILE_RANGE_WRITE) != 0 ||
+            (prev >= 0 && sync_file_range(w->fd, prev, (off_t)SNAPFILE_SYNC_CHUNK,
+                                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                              SYNC_FILE_RANGE_WAIT_AFTER) != 0)) {
+            w->step = SNAPFILE_STEP_FSYNC;
+            w->sys = errno;
+            return -1;
+        }
+        w->sync_started = w->written;
+    }
+    return 0;
+}
+
+static int writer_flush(struct writer *w)
+{
+    if (w->len == 0)
+        return 0;
+    int rc = writer_put(w, w->buf, w->len);
+    w->len = 0;
+    return rc;
+}
+
+static int writer_cb(void *ctx, const void *data, size_t len)
+{
+    struct writer *w = ctx;
+    if (w->sys != 0)
+        return -1;
+    if (w->len + len <= SNAPFILE_BUF_BYTES) {
+        memcpy(w->buf + w->len, data, len);
+        w->len += len;
+        return 0;
+    }
+    if (writer_flush(w) != 0)
+        return -1;
+    if (len >= SNAPFILE_BUF_BYTES) /* big chunks go straight from the filter's bits */
+        return writer_put(w, data, len);
+    memcpy(w->buf, data, len);
+    w->len = len;
+    return 0;
+}
+
+static int sync_dir(int dirfd, struct snapfile_error *err)
+{
+    if (fsync(dirfd) != 0)
+        return fail_sys(err, SNAPFILE_STEP_DIRSYNC, errno);
+    return 0;
+}
+
+int snapfile_write(const char *dir, const char *name, const struct sbf *f,
+                   bool (*keep)(void *keep_ctx), void *keep_ctx, uint64_t *bytes,
+                   struct snapfile_error *err)
+{
+    char tmp[SNAPFILE_PATH_MAX], final[SNAPFILE_PATH_MAX];
+    struct writer w = {.fd = -1};
+    int rc = 0, dirfd;
+
+    if (!snapfile_name_valid(name))
+        return fail_plain(err, SNAPFILE_STEP_NONE, SNAPFILE_ENAME);
+    snprintf(tmp, sizeof tmp, "%s%s", name, SNAPFILE_TMP_SUFFIX);
+    snprintf(final, sizeof final, "%s%s", name, SNAPFILE_SUFFIX);
+    dirfd = open_dir(dir, err);
+    if (dirfd < 0)
+        return SNAPFILE_ESYS;
+    w.buf = malloc(SNAPFILE_BUF_BYTES);
+    if (!w.buf) {
+        rc = fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM);
+        goto done;
+    }
+    w.fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w.fd < 0) {
+        rc = fail_sys(err, SNAPFILE_STEP_CREATE, errno);
+        goto done;
+    }
+    int crc = sbf_encode(f, writer_cb, &w);
+    if (crc == 0)
+        writer_flush(&w);
+    if (w.sys != 0) {
+        rc = fail_sys(err, w.step, w.sys);
+        goto fail;
+    }
+    if (crc != 0) {
+        rc = fail_codec(err, SNAPFILE_STEP_ENCODE, crc);
+        goto fail;
+    }
+    if (fsync(w.fd) != 0) {
+        rc = fail_sys(err, SNAPFILE_STEP_FSYNC, errno);
+        goto fail;
+    }
+    int fd = w.fd;
+    w.fd = -1;
+    if (close(fd) != 0) {
+        rc = fail_sys(err, SNAPFILE_STEP_CLOSE, errno);
+        goto fail;
+    }
+    if (keep && !keep(keep_ctx)) {
+        rc = fail_plain(err, SNAPFILE_STEP_ABANDON, SNAPFILE_EABANDONED);
+        goto fail;
+    }
+    if (renameat(dirfd, tmp, dirfd, final) != 0) {
+        rc = fail_sys(err, SNAPFILE_STEP_RENAME, errno);
+        goto fail;
+    }
+    rc = sync_dir(dirfd, err);
+    if (rc == 0 && bytes)
+        *bytes = w.written;
+    goto done;
+fail:
+    /* The previous <name>.bloom was never touched; only the tmp goes. */
+    if (w.fd >= 0)
+        close(w.fd);
+    w.fd = -1;
+    unlinkat(dirfd, tmp, 0);
+done:
+    if (w.fd >= 0)
+        close(w.fd);
+    free(w.buf);
+    close(dirfd);
+    return rc;
+}
+
+int snapfile_remove(const char *dir, const char *name, struct snapfile_error *err)
+{
+    char path[SNAPFILE_PATH_MAX];
+    if (!snapfile_name_valid(name))
+        return fail_plain(err, SNAPFILE_STEP_NONE, SNAPFILE_ENAME);
+    int dirfd = open_dir(dir, err);
+    if (dirfd < 0)
+        return SNAPFILE_ESYS;
+    int rc = 0;
+    const char *suffixes[] = {SNAPFILE_SUFFIX, SNAPFILE_TMP_SUFFIX};
+    for (size_t i = 0; i < 2 && rc == 0; i++) {
+        snprintf(path, sizeof path, "%s%s", name, suffixes[i]);
+        if (unlinkat(dirfd, path, 0) != 0 && errno != ENOENT)
+            rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno);
+    }
+    if (rc == 0)
+        rc = sync_dir(dirfd, err);
+    close(dirfd);
+    return rc;
+}
+
+/* ---- loading ---- */
+
+/* The codec's source: a buffer in front of the snapshot file. */
+struct reader {
+    int fd;
+    char *buf;
+    size_t pos, end; /* unread bytes are buf[pos, end) */
+    int sys;         /* errno of a failed read, 0 if none */
+};
+
+static long reader_cb(void *ctx, void *out, size_t len)
+{
+    struct reader *r = ctx;
+    char *dst = out;
+    size_t got = 0;
+    while (got < len) {
+        if (r->pos < r->end) {
+            size_t n = r->end - r->pos < len - got ? r->end - r->pos : len - got;
+            memcpy(dst + got, r->buf + r->pos, n);
+            r->pos += n;
+            got += n;
+            continue;
+        }
+        /* Big reads go straight into the filter's bits. */
+        bool direct = len - got >= SNAPFILE_BUF_BYTES;
+        ssize_t n =
+            read(r->fd, direct ? dst + got : r->buf, direct ? len - got : SNAPFILE_BUF_BYTES);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            r->sys = errno;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        if (direct) {
+            got += (size_t)n;
+        } else {
+            r->pos = 0;
+            r->end = (size_t)n;
+        }
+    }
+    return (long)got;
+}
+
+/* Sets <file> aside as <file>.corrupt-<timestamp>[.N] (never over an existing file). */
+static void quarantine(int dirfd, const char *file, const char *reason,
+                       const struct snapfile_load_ops *ops)
+{
+    char stamp[32], to[SNAPFILE_PATH_MAX], why[256];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    for (int i = 0; i < SNAPFILE_MAX_SUFFIX; i++) {
+        if (i == 0)
+            snprintf(to, sizeof to, "%s.corrupt-%s", file, stamp);
+        else
+            snprintf(to, sizeof to, "%s.corrupt-%s.%d", file, stamp, i);
+        if (renameat2(dirfd, file, dirfd, to, RENAME_NOREPLACE) == 0) {
+            if (ops->report)
+                ops->report(ops->ctx, SNAPFILE_EV_QUARANTINED, file, to, reason);
+            return;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    snprintf(why, sizeof why, "%s; could not move it aside: %s", reason, strerror(errno));
+    if (ops->report)
+        ops->report(ops->ctx, SNAPFILE_EV_KEPT_BAD, file, NULL, why);
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/*
+ * Loads one <name>.bloom. Returns 0 when the file was loaded or set aside, or a fatal
+ * snapfile_err (out of memory, over the caller's max_bytes, loaded() refused).
+ */
+static int load_one(int dirfd, const char *file, uint64_t max_bytes,
+                    const struct sbf_budget *budget, const struct snapfile_load_ops *ops,
+                    struct snapfile_error *err)
+{
+    char name[SNAPFILE_PATH_MAX], why[256];
+    size_t n = strlen(file) - strlen(SNAPFILE_SUFFIX);
+    memcpy(name, file, n);
+    name[n] = '\0';
+    if (!snapfile_name_valid(name)) {
+        if (ops->report)
+            ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, "not a valid filter name");
+        return 0;
+    }
+    int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (e == ENOMEM || e == EMFILE || e == ENFILE) /* our trouble, not the file's */
+            return fail_sys(err, SNAPFILE_STEP_OPEN, e);
+        snprintf(why, sizeof why, "cannot open: %s", strerror(e));
+        quarantine(dirfd, file, why, ops);
+        return 0;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        if (ops->report)
+            ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, "not a regular file");
+        return 0;
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        quarantine(dirfd, file, "empty file", ops);
+        return 0;
+    }
+    /* A valid snapshot holds its bits, so the file size bounds them: a larger claim is
+     * damage. A caller's smaller bound is a limit, not damage. */
+    uint64_t size = (uint64_t)st.st_size;
+    bool caller_bound = max_bytes != 0 && max_bytes < size;
+    struct reader r = {.fd = fd, .buf = malloc(SNAPFILE_BUF_BYTES)};
+    if (!r.buf) {
+        close(fd);
+        return fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM);
+    }
+    struct sbf *f = NULL;
+    int rc = sbf_decode(reader_cb, &r, caller_bound ? max_bytes : size, budget, &f);
+    free(r.buf);
+    close(fd);
+    if (rc == 0)
+        return ops->loaded(ops->ctx, name, f, size) == 0
+                   ? 0
+                   : fail_plain(err, SNAPFILE_STEP_NONE, SNAPFILE_ECALLER);
+    if (rc == SBF_ENOMEM || (rc == SBF_ETOOBIG && caller_bound))
+        return fail_codec(err, SNAPFILE_STEP_DECODE, rc);
+    if (r.sys != 0)
+        snprintf(why, sizeof why, "read error: %s", strerror(r.sys));
+    else if (rc == SBF_EIO)
+        snprintf(why, sizeof why, "truncated (%s)", sbf_strerror(rc));
+    else if (rc == SBF_ETOOBIG)
+        snprintf(why, sizeof why, "declares more bits than the file holds (%s)", sbf_strerror(rc));
+    else
+        snprintf(why, sizeof why, "%s", sbf_strerror(rc));
+    quarantine(dirfd, file, why, ops);
+    return 0;
+}
+
+/* Reads every entry name of dirfd into a NULL-terminated array (caller frees). */
+static char **list_dir(int dirfd, struct snapfile_error *err)
+{
+    int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        fail_sys(err, SNAPFILE_STEP_SCAN, errno);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    size_t n = 0, cap = 16;
+    char **names = malloc(cap * sizeof *names);
+    struct dirent *de;
+    errno = 0;
+    while (names && (de = readdir(d)) != NULL) {
+        if (n + 1 == cap) {
+            char **more = realloc(names, 2 * cap * sizeof *names);
+            if (!more)
+                break;
+            names = more;
+            cap *= 2;
+        }
+        if (!(names[n] = strdup(de->d_name)))
+            break;
+        n++;
+        errno = 0;
+    }
+    int e = errno;
+    closedir(d);
+    if (names)
+        names[n] = NULL;
+    if (e != 0 || !names) {
+        fail_sys(err, SNAPFILE_STEP_SCAN, names ? e : ENOMEM);
+        for (size_t i = 0; names && i < n; i++)
+            free(names[i]);
+        free(names);
+        return NULL;
+    }
+    return names;
+}
+
+int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budget *budget,
+                      const struct snapfile_load_ops *ops, struct snapfile_error *err)
+{
+    int dirfd = open_dir(dir, err);
+    if (dirfd < 0)
+        return SNAPFILE_ESYS;
+    /* List first, then act: renaming while readdir runs may show an entry twice. */
+    char **names = list_dir(dirfd, err);
+    if (!names) {
+        close(dirfd);
+        return SNAPFILE_ESYS;
+    }
+    int rc = 0;
+    size_t i;
+    for (i = 0; names[i] && rc == 0; i++) {
+        const char *file = names[i];
+        if (has_suffix(file, SNAPFILE_TMP_SUFFIX)) {
+            if (unlinkat(dirfd, file, 0) != 0 && errno != ENOENT)
+                rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno);
+            else if (ops->report)
+                ops->report(ops->ctx, SNAPFILE_EV_TMP_REMOVED, file, NULL, NULL);
+        } else if (has_suffix(file, SNAPFILE_SUFFIX)) {
+            rc = load_one(dirfd, file, max_bytes, budget, ops, err);
+        }
+    }
+    for (i = 0; names[i]; i++)
+        free(names[i]);
+    free(names);
+    /* Make the deletions and renames durable before anything new is written. */
+    if (rc == 0)
+        rc = sync_dir(dirfd, err);
+    close(dirfd);
+    return rc;
+}

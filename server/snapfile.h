@@ -1,0 +1,122 @@
+/*
+ * snapfile.h - the file side of snapshots: write one filter crash-safely, remove one, and
+ * load a whole data directory at start-up. Blocking system calls only, no threads and no
+ * logging: the snapshot thread calls write/remove, main calls load before listening, and
+ * both turn the precise error (which step, which errno or codec error) into a log line.
+ * Files: <dir>/<name>.bloom (a snapshot), <name>.bloom.tmp (being written),
+ * <name>.bloom.corrupt-<UTC timestamp> (set aside at load, never deleted).
+ */
+#ifndef BLOOMD_SERVER_SNAPFILE_H
+#define BLOOMD_SERVER_SNAPFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/sbf.h"
+
+enum snapfile_err {
+    SNAPFILE_OK = 0,
+    SNAPFILE_ESYS = -1,       /* a system call failed: see snapfile_error.sys (errno) */
+    SNAPFILE_ECODEC = -2,     /* the codec failed: see snapfile_error.codec (sbf_err) */
+    SNAPFILE_ENAME = -3,      /* not a valid filter name */
+    SNAPFILE_EABANDONED = -4, /* the keep() hook said no before the rename; nothing changed */
+    SNAPFILE_ECALLER = -5,    /* the loaded() callback stopped the scan */
+};
+
+/* Which step failed: the first word of a snapfile_format() message. */
+enum snapfile_step {
+    SNAPFILE_STEP_NONE = 0,
+    SNAPFILE_STEP_OPENDIR, /* open the data directory */
+    SNAPFILE_STEP_CREATE,  /* open <name>.bloom.tmp */
+    SNAPFILE_STEP_ALLOC,   /* the write or read buffer */
+    SNAPFILE_STEP_ENCODE,  /* sbf_encode failed by itself */
+    SNAPFILE_STEP_WRITE,   /* write(2) to the tmp file */
+    SNAPFILE_STEP_FSYNC,   /* fsync or sync_file_range of the tmp file */
+    SNAPFILE_STEP_CLOSE,   /* close of the tmp file */
+    SNAPFILE_STEP_RENAME,  /* tmp -> <name>.bloom, or a file -> its .corrupt-* name */
+    SNAPFILE_STEP_DIRSYNC, /* fsync of the directory */
+    SNAPFILE_STEP_UNLINK,  /* removing <name>.bloom or a stale tmp */
+    SNAPFILE_STEP_SCAN,    /* readdir of the data directory */
+    SNAPFILE_STEP_OPEN,    /* open or fstat of a snapshot being loaded */
+    SNAPFILE_STEP_READ,    /* read(2) of a snapshot being loaded */
+    SNAPFILE_STEP_DECODE,  /* sbf_decode refused the content */
+    SNAPFILE_STEP_ABANDON, /* see SNAPFILE_EABANDONED */
+};
+
+/* The detail behind a non-zero result. */
+struct snapfile_error {
+    enum snapfile_step step;
+    int sys;   /* errno of the failing call, 0 if none */
+    int codec; /* sbf_err of the codec, 0 if none */
+};
+
+/*
+ * Formats "<step> <file>: <reason>" (e.g. "fsync x.bloom.tmp: No space left on device")
+ * into buf (always NUL-terminated) and returns buf.
+ */
+const char *snapfile_format(const struct snapfile_error *e, const char *file, char *buf,
+                            size_t len);
+
+/* True if name (NUL-terminated) is a filter name the protocol accepts: 1..PROTO_MAX_NAME
+ * bytes of [A-Za-z0-9._-], not starting with '.'. Such a name is always a safe file name. */
+bool snapfile_name_valid(const char *name);
+
+/*
+ * Writes f to <dir>/<name>.bloom.tmp through sbf_encode (buffered; writeback is started
+ * every few MiB so the final fsync is short), fsyncs it, asks keep(keep_ctx) (may be NULL:
+ * always keep), renames it over <name>.bloom and fsyncs the directory. f may be mutated
+ * by another thread meanwhile (see lib/sbf.h). Returns 0 and sets *bytes to the file
+ * size, or an snapfile_err with *err filled; on any failure before the rename the tmp
+ * file is unlinked and a previous <name>.bloom is untouched. A failure of the final
+ * directory fsync is reported although the rename happened. bytes may be NULL.
+ */
+int snapfile_write(const char *dir, const char *name, const struct sbf *f,
+                   bool (*keep)(void *keep_ctx), void *keep_ctx, uint64_t *bytes,
+                   struct snapfile_error *err);
+
+/*
+ * Removes <dir>/<name>.bloom and any <name>.bloom.tmp (absent files are fine), then fsyncs
+ * the directory. Returns 0 or an snapfile_err with *err filled.
+ */
+int snapfile_remove(const char *dir, const char *name, struct snapfile_error *err);
+
+/* What snapfile_load_dir did with a file it did not load. */
+enum snapfile_event {
+    SNAPFILE_EV_TMP_REMOVED, /* a stale <name>.bloom.tmp was deleted */
+    SNAPFILE_EV_QUARANTINED, /* renamed to detail's .corrupt-* name; reason says why */
+    SNAPFILE_EV_KEPT_BAD,    /* damaged but could not be renamed (reason says why); left */
+    SNAPFILE_EV_IGNORED,     /* a *.bloom that is not a valid filter name or not a file */
+};
+
+struct snapfile_load_ops {
+    /*
+     * A snapshot decoded: takes over f (the callee frees it). file_bytes is the file size.
+     * Returns 0, or non-zero to stop the scan (snapfile_load_dir then returns
+     * SNAPFILE_ECALLER).
+     */
+    int (*loaded)(void *ctx, const char *name, struct sbf *f, uint64_t file_bytes);
+    /*
+     * A file that was not loaded. file is the name inside dir; moved_to is the new name
+     * for SNAPFILE_EV_QUARANTINED, else NULL; reason is a short text (NULL for
+     * SNAPFILE_EV_TMP_REMOVED). May be NULL.
+     */
+    void (*report)(void *ctx, enum snapfile_event ev, const char *file, const char *moved_to,
+                   const char *reason);
+    void *ctx;
+};
+
+/*
+ * Scans dir once: deletes every *.bloom.tmp, decodes every <name>.bloom with a valid
+ * name (bits allowed: at most max_bytes if non-zero, and never more than the file holds;
+ * budget as for sbf_decode) and hands it to ops->loaded. A file the codec refuses as
+ * damaged, truncated, too big for its size or of another version, or that cannot be
+ * opened or read, is renamed to <name>.bloom.corrupt-<YYYYmmddTHHMMSSZ>[.N] and
+ * reported. Only failures that are not the file's fault stop the scan: the directory
+ * cannot be opened or read, out of memory (SNAPFILE_ECODEC with codec SBF_ENOMEM), or
+ * ops->loaded refused. Returns 0 or an snapfile_err with *err filled.
+ */
+int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budget *budget,
+                      const struct snapfile_load_ops *ops, struct snapfile_error *err);
+
+#endif

@@ -1,0 +1,614 @@
+/*
+ * test_snapfile.c - unit tests of server/snapfile.c against the real codec: round trips,
+ * failures that must leave the previous snapshot byte-identical (a refused keep(), a
+ * directory in the tmp file's place, a file size limit), removal, and the start-up scan
+ * that loads good files and sets every kind of damaged one aside without deleting it.
+ */
+#include <setjmp.h> /* cmocka needs these first */
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/sbf.h"
+#include "server/snapfile.h"
+
+#define MAX_LOADED 16
+
+struct loaded {
+    char name[160];
+    struct sbf *f;
+    uint64_t bytes;
+};
+
+struct report {
+    enum snapfile_event ev;
+    char file[200];
+    char moved_to[200];
+    char reason[300];
+};
+
+struct fixture {
+    char dir[64];
+    struct loaded loaded[MAX_LOADED];
+    size_t nloaded;
+    struct report reports[MAX_LOADED];
+    size_t nreports;
+    int refuse_loaded; /* loaded() returns this */
+};
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/test_snapfile.XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    *state = fx;
+    return 0;
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[512];
+    while (d && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) != 0)
+            rmdir(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    for (size_t i = 0; i < fx->nloaded; i++)
+        sbf_free(fx->loaded[i].f);
+    remove_tree(fx->dir);
+    free(fx);
+    return 0;
+}
+
+static int on_loaded(void *ctx, const char *name, struct sbf *f, uint64_t bytes)
+{
+    struct fixture *fx = ctx;
+    if (fx->refuse_loaded) {
+        sbf_free(f);
+        return fx->refuse_loaded;
+    }
+    assert_true(fx->nloaded < MAX_LOADED);
+    struct loaded *l = &fx->loaded[fx->nloaded++];
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->f = f;
+    l->bytes = bytes;
+    return 0;
+}
+
+static void on_report(void *ctx, enum snapfile_event ev, const char *file, const char *moved_to,
+                      const char *reason)
+{
+    struct fixture *fx = ctx;
+    assert_true(fx->nreports < MAX_LOADED);
+    struct report *r = &fx->reports[fx->nreports++];
+    r->ev = ev;
+    snprintf(r->file, sizeof r->file, "%s", file);
+    snprintf(r->moved_to, sizeof r->moved_to, "%s", moved_to ? moved_to : "");
+    snprintf(r->reason, sizeof r->reason, "%s", reason ? reason : "");
+}
+
+static int load(struct fixture *fx, uint64_t max_bytes, struct snapfile_error *err)
+{
+    struct snapfile_load_ops ops = {.loaded = on_loaded, .report = on_report, .ctx = fx};
+    return snapfile_load_dir(fx->dir, max_bytes, NULL, &ops, err);
+}
+
+static struct loaded *find_loaded(struct fixture *fx, const char *name)
+{
+    for (size_t i = 0; i < fx->nloaded; i++)
+        if (strcmp(fx->loaded[i].name, name) == 0)
+            return &fx->loaded[i];
+    return NULL;
+}
+
+static struct report *find_report(struct fixture *fx, const char *file)
+{
+    for (size_t i = 0; i < fx->nreports; i++)
+        if (strcmp(fx->reports[i].file, file) == 0)
+            return &fx->reports[i];
+    return NULL;
+}
+
+static struct sbf_hash key_hash(const char *prefix, uint64_t i)
+{
+    char key[64];
+    int n = snprintf(key, sizeof key, "%s-%llu", prefix, (unsigned long long)i);
+    return sbf_hash_key(key, (size_t)n);
+}
+
+/* A filter of `capacity` with keys prefix-0 .. prefix-(n-1). */
+static struct sbf *make_filter(uint64_t capacity, enum sbf_growth growth, const char *prefix,
+                               uint64_t n)
+{
+    struct sbf_params p;
+    struct sbf *f = NULL;
+    sbf_params_default(&p);
+    p.capacity = capacity;
+    p.growth = growth;
+    assert_int_equal(sbf_new(&p, NULL, &f), 0);
+    for (uint64_t i = 0; i < n; i++)
+        assert_int_equal(sbf_add(f, key_hash(prefix, i), NULL), 0);
+    return f;
+}
+
+static void assert_has_keys(const struct sbf *f, const char *prefix, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        assert_true(sbf_check(f, key_hash(prefix, i)));
+}
+
+static char *path_of(const struct fixture *fx, const char *file, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", fx->dir, file);
+    return buf;
+}
+
+/* Reads a whole file; *len gets its size. Caller frees. */
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 0, SEEK_END), 0);
+    long n = ftell(fp);
+    assert_true(n >= 0);
+    rewind(fp);
+    unsigned char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
+    fclose(fp);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void spit(const char *path, const unsigned char *buf, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(buf, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static bool exists(const struct fixture *fx, const char *file)
+{
+    char path[256];
+    struct stat st;
+    return stat(path_of(fx, file, path, sizeof path), &st) == 0;
+}
+
+static void write_ok(struct fixture *fx, const char *name, const struct sbf *f)
+{
+    struct snapfile_error err;
+    uint64_t bytes = 0;
+    char path[256], file[200];
+    struct stat st;
+    assert_int_equal(snapfile_write(fx->dir, name, f, NULL, NULL, &bytes, &err), 0);
+    snprintf(file, sizeof file, "%s.bloom", name);
+    assert_int_equal(stat(path_of(fx, file, path, sizeof path), &st), 0);
+    assert_int_equal((uint64_t)st.st_size, bytes);
+    assert_int_equal(bytes, sbf_encoded_size(f));
+}
+
+static void test_round_trip(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *a = make_filter(1000, SBF_GROWTH_EXPONENTIAL, "a", 800);
+    /* Linear growth, three stages deep. */
+    struct sbf *b = make_filter(100, SBF_GROWTH_LINEAR, "b", 700);
+    struct sbf_info ib, lb;
+    sbf_info(b, &ib);
+    assert_true(ib.stages >= 3);
+    write_ok(fx, "alpha", a);
+    write_ok(fx, "beta.v2_x-y", b);
+    assert_false(exists(fx, "alpha.bloom.tmp"));
+
+    struct snapfile_error err;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 2);
+    assert_int_equal(fx->nreports, 0);
+    struct loaded *la = find_loaded(fx, "alpha"), *lbf = find_loaded(fx, "beta.v2_x-y");
+    assert_non_null(la);
+    assert_non_null(lbf);
+    assert_true(sbf_compatible(la->f, a));
+    assert_true(sbf_compatible(lbf->f, b));
+    assert_has_keys(la->f, "a", 800);
+    assert_has_keys(lbf->f, "b", 700);
+    sbf_info(lbf->f, &lb);
+    assert_int_equal(lb.stages, ib.stages);
+    assert_int_equal(lb.items, ib.items);
+    assert_int_equal(lb.capacity, ib.capacity);
+    assert_int_equal(lbf->bytes, sbf_encoded_size(b));
+    sbf_free(a);
+    sbf_free(b);
+}
+
+static void test_overwrite(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(1000, SBF_GROWTH_EXPONENTIAL, "k", 10);
+    write_ok(fx, "f", f);
+    for (uint64_t i = 10; i < 500; i++)
+        assert_int_equal(sbf_add(f, key_hash("k", i), NULL), 0);
+    write_ok(fx, "f", f);
+    struct snapfile_error err;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 1);
+    assert_has_keys(fx->loaded[0].f, "k", 500);
+    sbf_free(f);
+}
+
+static bool refuse(void *ctx)
+{
+    int *calls = ctx;
+    (*calls)++;
+    return false;
+}
+
+/* Writes v1 of "keep", then fails a v2 write with `how`; v1 must be byte-identical. */
+static void check_failure_keeps_old(struct fixture *fx,
+                                    int (*how)(struct fixture *fx, const struct sbf *v2,
+                                               struct snapfile_error *err))
+{
+    char path[256];
+    size_t len1, len2;
+    struct sbf *f = make_filter(1000, SBF_GROWTH_EXPONENTIAL, "v", 100);
+    write_ok(fx, "keep", f);
+    unsigned char *before = slurp(path_of(fx, "keep.bloom", path, sizeof path), &len1);
+    for (uint64_t i = 100; i < 5000; i++) /* grows: v2 is larger than v1 */
+        assert_int_equal(sbf_add(f, key_hash("v", i), NULL), 0);
+    struct snapfile_error err;
+    assert_true(how(fx, f, &err) < 0);
+    unsigned char *after = slurp(path_of(fx, "keep.bloom", path, sizeof path), &len2);
+    assert_int_equal(len1, len2);
+    assert_memory_equal(before, after, len1);
+    free(before);
+    free(after);
+    sbf_free(f);
+}
+
+static int fail_by_keep(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
+{
+    int calls = 0;
+    int rc = snapfile_write(fx->dir, "keep", f, refuse, &calls, NULL, err);
+    assert_int_equal(rc, SNAPFILE_EABANDONED);
+    assert_int_equal(err->step, SNAPFILE_STEP_ABANDON);
+    assert_int_equal(calls, 1);
+    assert_false(exists(fx, "keep.bloom.tmp"));
+    return rc;
+}
+
+static void test_keep_refused(void **state)
+{
+    check_failure_keeps_old(*state, fail_by_keep);
+}
+
+static int fail_by_dir(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
+{
+    char path[256], msg[256];
+    assert_int_equal(mkdir(path_of(fx, "keep.bloom.tmp", path, sizeof path), 0755), 0);
+    int rc = snapfile_write(fx->dir, "keep", f, NULL, NULL, NULL, err);
+    assert_int_equal(rc, SNAPFILE_ESYS);
+    assert_int_equal(err->step, SNAPFILE_STEP_CREATE);
+    assert_int_equal(err->sys, EISDIR);
+    snapfile_format(err, "keep.bloom.tmp", msg, sizeof msg);
+    assert_non_null(strstr(msg, "create keep.bloom.tmp: "));
+    assert_non_null(strstr(msg, strerror(EISDIR)));
+    assert_int_equal(rmdir(path), 0);
+    return rc;
+}
+
+static void test_create_fails(void **state)
+{
+    check_failure_keeps_old(*state, fail_by_dir);
+}
+
+/* RLIMIT_FSIZE makes write(2) fail with EFBIG part-way, like a full disk would. */
+static int fail_by_fsize(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
+{
+    struct rlimit old, lim;
+    char msg[256];
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = sbf_encoded_size(f) / 2;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = snapfile_write(fx->dir, "keep", f, NULL, NULL, NULL, err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    assert_int_equal(rc, SNAPFILE_ESYS);
+    assert_int_equal(err->step, SNAPFILE_STEP_WRITE);
+    assert_int_equal(err->sys, EFBIG);
+    assert_false(exists(fx, "keep.bloom.tmp"));
+    snapfile_format(err, "keep.bloom.tmp", msg, sizeof msg);
+    assert_non_null(strstr(msg, "write keep.bloom.tmp: "));
+    return rc;
+}
+
+static void test_write_fails(void **state)
+{
+    check_failure_keeps_old(*state, fail_by_fsize);
+}
+
+static void test_bad_name_and_dir(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "n", 1);
+    struct snapfile_error err;
+    const char *bad[] = {"", ".hidden", "a/b", "..", "sp ace", "tab\t"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_false(snapfile_name_valid(bad[i]));
+        assert_int_equal(snapfile_write(fx->dir, bad[i], f, NULL, NULL, NULL, &err),
+                         SNAPFILE_ENAME);
+        assert_int_equal(snapfile_remove(fx->dir, bad[i], &err), SNAPFILE_ENAME);
+    }
+    char longest[130];
+    memset(longest, 'x', 128);
+    longest[128] = '\0';
+    assert_true(snapfile_name_valid(longest));
+    write_ok(fx, longest, f);
+    longest[128] = 'x';
+    longest[129] = '\0';
+    assert_false(snapfile_name_valid(longest));
+    assert_true(snapfile_name_valid("a..b"));
+
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/no/such/dir", fx->dir);
+    assert_int_equal(snapfile_write(missing, "x", f, NULL, NULL, NULL, &err), SNAPFILE_ESYS);
+    assert_int_equal(err.step, SNAPFILE_STEP_OPENDIR);
+    assert_int_equal(err.sys, ENOENT);
+    assert_int_equal(load(fx, 0, &err), 0); /* the longest name loads back */
+    assert_int_equal(fx->nloaded, 1);
+    snprintf(missing, sizeof missing, "%s/none", fx->dir);
+    struct snapfile_load_ops ops = {.loaded = on_loaded, .ctx = fx};
+    assert_int_equal(snapfile_load_dir(missing, 0, NULL, &ops, &err), SNAPFILE_ESYS);
+    assert_int_equal(err.step, SNAPFILE_STEP_OPENDIR);
+    sbf_free(f);
+}
+
+static void test_remove(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "r", 5);
+    struct snapfile_error err;
+    char path[256];
+    write_ok(fx, "gone", f);
+    write_ok(fx, "stays", f);
+    spit(path_of(fx, "gone.bloom.tmp", path, sizeof path), (const unsigned char *)"x", 1);
+    assert_int_equal(snapfile_remove(fx->dir, "gone", &err), 0);
+    assert_false(exists(fx, "gone.bloom"));
+    assert_false(exists(fx, "gone.bloom.tmp"));
+    assert_true(exists(fx, "stays.bloom"));
+    assert_int_equal(snapfile_remove(fx->dir, "gone", &err), 0); /* absent is fine */
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 1);
+    assert_string_equal(fx->loaded[0].name, "stays");
+    sbf_free(f);
+}
+
+/* Each kind of damage the start-up scan must set aside. */
+enum damage { FLIP_HEADER, FLIP_BODY, CUT_ONE, CUT_HALF, GARBAGE, EMPTY, NDAMAGE };
+
+static void damage(struct fixture *fx, const char *file, enum damage d)
+{
+    char path[256];
+    size_t len;
+    unsigned char *buf = slurp(path_of(fx, file, path, sizeof path), &len);
+    assert_true(len > 64);
+    switch (d) {
+    case FLIP_HEADER:
+        buf[9] ^= 0x20;
+        break;
+    case FLIP_BODY:
+        buf[len / 2] ^= 0x01;
+        break;
+    case CUT_ONE:
+        len -= 1;
+        break;
+    case CUT_HALF:
+        len /= 2;
+        break;
+    case GARBAGE:
+        srand(42);
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (unsigned char)rand();
+        break;
+    case EMPTY:
+    case NDAMAGE:
+        len = 0;
+        break;
+    }
+    spit(path, buf, len);
+    free(buf);
+}
+
+static void test_load_sets_damage_aside(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(2000, SBF_GROWTH_EXPONENTIAL, "d", 1500);
+    char file[64], path[256];
+    size_t lens[NDAMAGE];
+    unsigned char *contents[NDAMAGE];
+    write_ok(fx, "good1", f);
+    for (int d = 0; d < NDAMAGE; d++) {
+        char name[32];
+        snprintf(name, sizeof name, "bad%d", d);
+        write_ok(fx, name, f);
+        snprintf(file, sizeof file, "%s.bloom", name);
+        damage(fx, file, (enum damage)d);
+        contents[d] = slurp(path_of(fx, file, path, sizeof path), &lens[d]);
+    }
+    write_ok(fx, "good2", f);
+    spit(path_of(fx, "stale.bloom.tmp", path, sizeof path), (const unsigned char *)"zz", 2);
+    spit(path_of(fx, ".hidden.bloom", path, sizeof path), (const unsigned char *)"zz", 2);
+    spit(path_of(fx, "notes.txt", path, sizeof path), (const unsigned char *)"zz", 2);
+
+    struct snapfile_error err;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 2);
+    assert_has_keys(find_loaded(fx, "good1")->f, "d", 1500);
+    assert_has_keys(find_loaded(fx, "good2")->f, "d", 1500);
+    for (int d = 0; d < NDAMAGE; d++) {
+        snprintf(file, sizeof file, "bad%d.bloom", d);
+        struct report *r = find_report(fx, file);
+        assert_non_null(r);
+        assert_int_equal(r->ev, SNAPFILE_EV_QUARANTINED);
+        assert_true(strlen(r->reason) > 0);
+        assert_false(exists(fx, file));
+        /* <file>.corrupt-YYYYmmddTHHMMSSZ holding exactly the damaged bytes. */
+        assert_int_equal(strncmp(r->moved_to, file, strlen(file)), 0);
+        assert_int_equal(strncmp(r->moved_to + strlen(file), ".corrupt-", 9), 0);
+        assert_int_equal(strlen(r->moved_to), strlen(file) + 9 + 16);
+        size_t len;
+        unsigned char *kept = slurp(path_of(fx, r->moved_to, path, sizeof path), &len);
+        assert_int_equal(len, lens[d]);
+        assert_memory_equal(kept, contents[d], len);
+        free(kept);
+        free(contents[d]);
+    }
+    assert_string_equal(find_report(fx, "bad5.bloom")->reason, "empty file");
+    struct report *r = find_report(fx, "stale.bloom.tmp");
+    assert_non_null(r);
+    assert_int_equal(r->ev, SNAPFILE_EV_TMP_REMOVED);
+    assert_false(exists(fx, "stale.bloom.tmp"));
+    r = find_report(fx, ".hidden.bloom");
+    assert_non_null(r);
+    assert_int_equal(r->ev, SNAPFILE_EV_IGNORED);
+    assert_true(exists(fx, ".hidden.bloom"));
+    assert_true(exists(fx, "notes.txt"));
+    assert_int_equal(fx->nreports, NDAMAGE + 2);
+
+    /* A second scan loads the same and never touches the set-aside files. */
+    for (size_t i = 0; i < fx->nloaded; i++)
+        sbf_free(fx->loaded[i].f);
+    fx->nloaded = fx->nreports = 0;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 2);
+    assert_int_equal(fx->nreports, 1); /* .hidden.bloom again */
+    sbf_free(f);
+}
+
+/* The same file damaged twice within one second gets a distinct name. */
+static void test_quarantine_never_overwrites(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "q", 5);
+    struct snapfile_error err;
+    char first[200];
+    write_ok(fx, "q", f);
+    damage(fx, "q.bloom", GARBAGE);
+    assert_int_equal(load(fx, 0, &err), 0);
+    snprintf(first, sizeof first, "%s", fx->reports[0].moved_to);
+    fx->nreports = 0;
+    write_ok(fx, "q", f);
+    damage(fx, "q.bloom", CUT_ONE);
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nreports, 1);
+    assert_string_not_equal(fx->reports[0].moved_to, first);
+    assert_true(exists(fx, first));
+    assert_true(exists(fx, fx->reports[0].moved_to));
+    sbf_free(f);
+}
+
+static void test_load_limits(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(100000, SBF_GROWTH_EXPONENTIAL, "m", 10);
+    struct snapfile_error err;
+    write_ok(fx, "big", f);
+    /* A caller bound below the file's bits is a limit, not damage: stop, keep the file. */
+    assert_int_equal(load(fx, 1024, &err), SNAPFILE_ECODEC);
+    assert_int_equal(err.step, SNAPFILE_STEP_DECODE);
+    assert_int_equal(err.codec, SBF_ETOOBIG);
+    assert_true(exists(fx, "big.bloom"));
+    assert_int_equal(fx->nloaded, 0);
+    assert_int_equal(fx->nreports, 0);
+    /* loaded() may stop the scan. */
+    fx->refuse_loaded = 7;
+    assert_int_equal(load(fx, 0, &err), SNAPFILE_ECALLER);
+    fx->refuse_loaded = 0;
+    assert_int_equal(load(fx, sbf_encoded_size(f), &err), 0);
+    assert_int_equal(fx->nloaded, 1);
+    sbf_free(f);
+}
+
+/* Adds keys on another thread while the snapshot is written: every key added before the
+ * write started must be in the file, and the file must load. */
+struct adder {
+    struct sbf *f;
+    atomic_bool stop;
+    uint64_t added;
+    int failed; /* first sbf_add error; cmocka asserts belong to the main thread */
+};
+
+static void *add_loop(void *arg)
+{
+    struct adder *a = arg;
+    while (!atomic_load(&a->stop) && a->added < 2000000 && a->failed == 0) {
+        a->failed = sbf_add(a->f, key_hash("late", a->added), NULL);
+        a->added++;
+    }
+    return NULL;
+}
+
+static void test_write_while_adding(void **state)
+{
+    struct fixture *fx = *state;
+    struct adder a = {.f = make_filter(200000, SBF_GROWTH_EXPONENTIAL, "early", 50000)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, add_loop, &a), 0);
+    struct snapfile_error err;
+    int rc = snapfile_write(fx->dir, "live", a.f, NULL, NULL, NULL, &err);
+    atomic_store(&a.stop, true);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(rc, 0);
+    assert_int_equal(a.failed, 0);
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 1);
+    assert_has_keys(fx->loaded[0].f, "early", 50000);
+    assert_has_keys(a.f, "late", a.added);
+    sbf_free(a.f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overwrite, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_name_and_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_sets_damage_aside, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quarantine_never_overwrites, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_while_adding, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
