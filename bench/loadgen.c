@@ -103,7 +103,7 @@ static double hist_quantile_us(uint64_t total, double q)
     for (unsigned i = 0; i < HIST_BUCKETS; i++) {
         seen += g_hist[i];
         if (seen >= rank && g_hist[i] > 0)
-            return hist_value(i) / 1000;
+            return fmin(hist_value(i), (double)g_hist_max) / 1000;
     }
     return (double)g_hist_max / 1000;
 }

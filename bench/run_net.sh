@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# run_net.sh - `make bench-net`: one dedup workload (distinct keys + repeats, pipelined, over
+# loopback) against bloomd, Redis SADD and memcached add, each on a fresh server with a temp
+# dir, every reply checked by bench/loadgen. Prints one table: keys/s, p99, bytes per key
+# (server RSS growth / distinct keys), false positives, and bloomd's ratio to each rival.
+# Knobs (environment): see bench/README.md. Stops every server it started, even on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KEYS=${BENCH_KEYS:-10000000}        # distinct keys per row
+KEY_LEN=${BENCH_KEY_LEN:-16}        # bytes per key
+REPEAT=${BENCH_REPEAT:-0.2}         # fraction of operations that repeat a key
+CONNS=${BENCH_CONNS:-4}
+DEPTH=${BENCH_DEPTH:-64}            # requests in flight per connection, one-key rows
+BATCH=${BENCH_BATCH:-100}           # keys per request in the batched rows
+BATCH_DEPTH=${BENCH_BATCH_DEPTH:-8} # requests in flight per connection, batched rows
+CAPACITY=${BENCH_CAPACITY:-1000000} # bloomd filter: first-stage capacity ...
+ERROR=${BENCH_ERROR:-0.01}          # ... and promised false-positive rate
+RIGHT_SIZED=${BENCH_RIGHT_SIZED:-1} # also a bloomd row with capacity = KEYS
+ROW_SECONDS=${BENCH_ROW_SECONDS:-60} # time bound per row (a row cut short is marked)
+LOADGEN=${LOADGEN:-build/rel/bench/loadgen}
+BLOOMD=${BLOOMD:-build/bloomd}
+
+for bin in "$LOADGEN" "$BLOOMD"; do
+    [ -x "$bin" ] || { echo "run_net.sh: $bin missing: run 'make bench-net'" >&2; exit 2; }
+done
+for tool in redis-server memcached; do
+    command -v "$tool" >/dev/null || { echo "run_net.sh: $tool missing: scripts/deps.sh bench" >&2; exit 2; }
+done
+
+TMP=$(mktemp -d /tmp/bloomd-bench.XXXXXX)
+PIDS=()
+cleanup() {
+    local pid i
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do
+        for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    PIDS=()
+}
+trap 'cleanup; rm -rf "$TMP"' EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_port PORT PID: until PORT accepts connections (10 s), failing if PID died.
+wait_port() {
+    local i
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$2" 2>/dev/null || return 1
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+# Server starters: set PID and PORT, or return 1 with the log on stderr.
+start_bloomd() {
+    local dir="$TMP/bloomd.$1" i
+    mkdir -p "$dir"
+    "$BLOOMD" --bind 127.0.0.1 --port 0 --data-dir "$dir" --snapshot-interval 0 \
+        2>"$dir/log" &
+    PID=$!
+    PIDS+=("$PID")
+    PORT=
+    for ((i = 0; i < 100; i++)); do
+        PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/log" | head -n 1)
+        [ -n "$PORT" ] && break
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -n "$PORT" ] && wait_port "$PORT" "$PID" && return 0
+    cat "$dir/log" >&2
+    return 1
+}
+
+start_redis() {
+    local dir="$TMP/redis.$1"
+    mkdir -p "$dir"
+    PORT=$(free_port)
+    redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+        >"$dir/log" 2>&1 &
+    PID=$!
+    PIDS+=("$PID")
+    wait_port "$PORT" "$PID" && return 0
+    cat "$dir/log" >&2
+    return 1
+}
+
+start_memcached() {
+    local dir="$TMP/memcached.$1" user=()
+    mkdir -p "$dir"
+    PORT=$(free_port)
+    # ~100 bytes per 16-byte key with a 1-byte value; room for KEYS so nothing is evicted.
+    local mb=$(((KEYS * 160) / 1000000 + 64))
+    [ "$(id -u)" -eq 0 ] && user=(-u nobody)
+    (cd "$dir" && exec memcached "${user[@]}" -l 127.0.0.1 -p "$PORT" -U 0 -m "$mb" \
+        >"$dir/log" 2>&1) &
+    PID=$!
+    PIDS+=("$PID")
+    wait_port "$PORT" "$PID" && return 0
+    cat "$dir/log" >&2
+    return 1
+}
+
+ROWS=()      # "label|result line" per row; result empty when the row failed
+FAILED=0
+
+# row LABEL SERVER LOADGEN-ARGS...: fresh server, RSS before/after, one loadgen run.
+row() {
+    local label=$1 server=$2
+    shift 2
+    echo "== $label" >&2
+    if ! "start_$server" "${#ROWS[@]}"; then
+        echo "run_net.sh: $server did not start" >&2
+        ROWS+=("$label|")
+        FAILED=1
+        cleanup
+        return
+    fi
+    local before after out rc=0
+    before=$(rss_kb "$PID")
+    out=$("$LOADGEN" --port "$PORT" --keys "$KEYS" --key-len "$KEY_LEN" --repeat "$REPEAT" --conns "$CONNS" \
+        --duration "$ROW_SECONDS" "$@") || rc=$?
+    after=$(rss_kb "$PID")
+    cleanup
+    printf '%s\n' "$out" | grep '^#' >&2 || true
+    local res
+    res=$(printf '%s\n' "$out" | grep '^result ' || true)
+    if [ "$rc" -ne 0 ] || [ -z "$res" ]; then
+        echo "run_net.sh: $label: loadgen failed (exit $rc)" >&2
+        FAILED=1
+    fi
+    ROWS+=("$label|$res rss_before_kb=$before rss_after_kb=$after rc=$rc")
+}
+
+CREATE="capacity=$CAPACITY error=$ERROR"
+row "bloomd CHECKADD 1 key, pipelined" bloomd --proto bloomd --command CHECKADD --batch 1 \
+    --depth "$DEPTH" --create "$CREATE"
+row "bloomd CHECKADD $BATCH keys/line" bloomd --proto bloomd --command CHECKADD \
+    --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
+if [ "$RIGHT_SIZED" = 1 ]; then
+    row "bloomd CHECKADD $BATCH keys/line, sized" bloomd --proto bloomd --command CHECKADD \
+        --batch "$BATCH" --depth "$BATCH_DEPTH" --create "capacity=$KEYS error=$ERROR"
+fi
+row "Redis SADD 1 member, pipelined" redis --proto redis --batch 1 --depth "$DEPTH"
+row "Redis SADD $BATCH members" redis --proto redis --batch "$BATCH" --depth "$BATCH_DEPTH"
+row "memcached add, pipelined" memcached --proto memcached --depth "$DEPTH"
+
+# The table; ratios compare like with like (one-key rows with bloomd's one-key row,
+# batched rows with bloomd's first batched row).
+echo
+echo "bench-net: $KEYS distinct $KEY_LEN-byte keys, $REPEAT repeats, $CONNS connections;" \
+    "bloomd filter capacity=$CAPACITY error=$ERROR; $(nproc) CPUs shared by client and servers"
+printf '%s\n' "${ROWS[@]}" | awk -v keys="$KEYS" '{ line[++n] = $0 }
+END {
+    for (i = 1; i <= n; i++) {
+        split(line[i], lr, "|"); label[i] = lr[1]; ok[i] = 0
+        m = split(lr[2], kv, " ")
+        delete f
+        for (j = 1; j <= m; j++) { p = index(kv[j], "="); if (p) f[substr(kv[j], 1, p - 1)] = substr(kv[j], p + 1) }
+        if (!("keys_per_s" in f)) continue
+        ok[i] = 1; kps[i] = f["keys_per_s"]; p99[i] = f["p99_us"]
+        distinct = f["expected_new"] > 0 ? f["expected_new"] : keys
+        bpk[i] = (f["rss_after_kb"] - f["rss_before_kb"]) * 1024 / distinct
+        fp[i] = f["fp"]; rate[i] = f["fp_rate"] * 100
+        bad[i] = (f["rc"] != 0) ? " FAILED" : (f["complete"] != 1 ? " CUT SHORT" : "")
+        batched[i] = f["batch"] > 1
+        if (f["proto"] == "bloomd" && !(batched[i] in ref)) ref[batched[i]] = i
+    }
+    printf "%-38s %10s %9s %10s %20s %9s %9s\n", "system / mode", "keys/s", "p99 us", "bytes/key", \
+        "false positives", "speed", "memory"
+    for (i = 1; i <= n; i++) {
+        if (!ok[i]) { printf "%-38s FAILED (see above)\n", label[i]; continue }
+        sp = "-"; mem = "-"
+        if (label[i] !~ /^bloomd/ && (batched[i] in ref)) {
+            b = ref[batched[i]]
+            sp = ratio(kps[b] / kps[i])
+            if (bpk[b] > 0) mem = ratio(bpk[i] / bpk[b])
+        }
+        printf "%-38s %10.0f %9.0f %10.2f %20s %9s %9s%s\n", label[i], kps[i], p99[i], bpk[i], \
+            sprintf("%d (%.3f%%)", fp[i], rate[i]), sp, mem, bad[i]
+    }
+    print "speed = bloomd keys/s / this row (one-key rows vs bloomd one-key, batched vs batched);"
+    print "memory = this row bytes per key / bloomd bytes per key. Shared CPUs: read ratios, not absolutes."
+}
+function ratio(x) { return x >= 10 ? sprintf("%.0fx", x) : sprintf("%.2fx", x) }'
+exit "$FAILED"
