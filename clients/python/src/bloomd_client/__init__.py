@@ -1,0 +1,20 @@
+"""bloomd_client: the reference Python client of bloomd (standard library only).
+
+    from bloomd_client import Client
+    with Client.from_url("bloomd://127.0.0.1:8673") as bloomd:
+        bloomd.create("clicks", capacity=1_000_000, error=0.001)
+        seen = bloomd.checkadd("clicks", ["a", "b", "a"])   # [False, False, True]
+"""
+from .client import Client, FilterSummary, parse_url
+from .errors import (BloomdConnectionError, BloomdError, ClientError, InvalidKey,
+                     InvalidName, NotFound, ProtocolError, ServerError, ServerReplyError,
+                     UnknownCommand)
+from .keys import hashed_key
+from .sharding import ShardedClient
+
+__all__ = [
+    "BloomdConnectionError", "BloomdError", "Client", "ClientError", "FilterSummary",
+    "InvalidKey", "InvalidName", "NotFound", "ProtocolError", "ServerError",
+    "ServerReplyError", "ShardedClient", "UnknownCommand", "hashed_key", "parse_url",
+]
+__version__ = "0.1.0"

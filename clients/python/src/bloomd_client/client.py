@@ -1,0 +1,307 @@
+"""Client: every bloomd command on a pool of connections to one server.
+
+Thread-safe: each call borrows a connection for its duration. Multi-key calls encode and
+validate all keys first (nothing is sent if one is invalid), split them into lines of
+at most max_line bytes and pipeline them; results come back in input order.
+"""
+import os
+import re
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union, overload
+from urllib.parse import urlsplit
+
+from .batching import split_lines
+from .connection import Connection
+from .errors import ProtocolError, error_from_reply
+from .keys import Key, KeyEncoder, encode_name
+from .transport import Transport
+
+Value = Union[int, float, str]
+Keys = Union[Key, Iterable[Key]]
+
+DEFAULT_PORT = 8673
+DEFAULT_URL = "bloomd://127.0.0.1:%d" % DEFAULT_PORT
+_PREFIX = re.compile(r"[A-Za-z0-9._-]{1,128}\Z", re.ASCII)
+_TEXT_FIELDS = ("name", "growth", "version")  # STAT values never read as numbers
+
+
+class FilterSummary(NamedTuple):
+    """One line of LIST."""
+    name: str
+    items: int
+    bytes: int
+    capacity: int
+    error: float
+
+
+def parse_url(url: str) -> Tuple[str, int]:
+    """(host, port) of "bloomd://host[:port]" (IPv6 hosts in brackets)."""
+    parts = urlsplit(url)
+    if parts.scheme != "bloomd" or not parts.hostname:
+        raise ValueError("expected bloomd://host[:port], got %r" % (url,))
+    return parts.hostname, parts.port or DEFAULT_PORT
+
+
+def _value(text: str) -> Value:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _reply(conn: Connection) -> bytes:
+    """One reply line; raises the typed exception for an error line."""
+    line = conn.read_line()
+    error = error_from_reply(line)
+    if error is not None:
+        raise error
+    return line
+
+
+def _stat_lines(conn: Connection, word: bytes, first: bytes) -> List[List[str]]:
+    """The fields of `word ...` lines up to END, `first` being the first line."""
+    rows: List[List[str]] = []
+    line = first
+    while line != b"END":
+        fields = line.decode("utf-8", "replace").split(" ")
+        if fields[0] != word.decode():
+            raise ProtocolError("expected %s or END, got %r" % (word.decode(), line[:80]))
+        rows.append(fields[1:])
+        line = conn.read_line()
+    return rows
+
+
+def _stats(conn: Connection) -> Dict[str, Value]:
+    rows = _stat_lines(conn, b"STAT", _reply(conn))
+    return {r[0]: " ".join(r[1:]) if r[0] in _TEXT_FIELDS else _value(" ".join(r[1:]))
+            for r in rows if r}
+
+
+def _key_list(keys: Keys) -> Tuple[bool, Iterable[Key]]:
+    """(True, [key]) for one str/bytes key, else (False, keys)."""
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        return True, [keys]
+    return False, keys
+
+
+class Client:
+    """A bloomd server. `timeout` bounds each socket operation; a dropped connection is
+    re-made up to `retries` times with exponential backoff (from `backoff` to
+    `max_backoff` seconds). `hash_keys`: "never" (invalid keys raise InvalidKey), "auto"
+    (keys the protocol cannot carry or longer than `hash_threshold` bytes are sent as
+    their BLAKE2b-128 digest), "always" (every key is)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 timeout: Optional[float] = 10.0, *, connect_timeout: Optional[float] = None,
+                 pool_size: int = 8, retries: int = 5, backoff: float = 0.05,
+                 max_backoff: float = 1.0, hash_keys: str = "never",
+                 hash_threshold: int = 256, max_line: int = 64 << 10,
+                 pipeline_depth: int = 8) -> None:
+        if max_line < 512 or pipeline_depth < 1:
+            raise ValueError("max_line must be >= 512 and pipeline_depth >= 1")
+        self._transport = Transport(
+            host, port, timeout, timeout if connect_timeout is None else connect_timeout,
+            pool_size, timeout, retries, backoff, max_backoff)
+        self._keys = KeyEncoder(hash_keys, hash_threshold)
+        self._max_line = max_line
+        # Room for one key after "CHECKADD <longest name> " and before "\r\n".
+        self._max_key = max_line - len(b"CHECKADD  \r\n") - 128
+        self._depth = pipeline_depth
+        self.address = self._transport.address
+
+    @classmethod
+    def from_url(cls, url: Optional[str] = None, **options: Any) -> "Client":
+        """A client for "bloomd://host:port"; without a url, $BLOOMD_URL, else
+        bloomd://127.0.0.1:8673. Options are Client's keyword arguments."""
+        host, port = parse_url(url or os.environ.get("BLOOMD_URL") or DEFAULT_URL)
+        return cls(host, port, **options)
+
+    # ---- plumbing ----
+    def _one(self, line: bytes, resend: bool) -> bytes:
+        def work(conn: Connection) -> bytes:
+            conn.send(line)
+            return _reply(conn)
+        return self._transport.call(work, resend)
+
+    def _batch(self, command: bytes, name: str, args: List[bytes],
+               on_reply: Callable[[bytes, int], None], resend: bool) -> None:
+        lines, counts = split_lines(command + b" " + encode_name(name), args, self._max_line)
+        self._transport.pipeline(lines, lambda i, reply: on_reply(reply, counts[i]),
+                                 self._depth, resend)
+
+    def encode_keys(self, keys: Iterable[Key]) -> List[bytes]:
+        """The bytes this client sends for each key (validated, hashed per hash_keys);
+        raises InvalidKey."""
+        return self._keys.encode_all(keys, self._max_key)
+
+    def _bits(self, command: bytes, name: str, keys: Keys) -> Union[bool, List[bool]]:
+        single, many = _key_list(keys)
+        results = self._bits_encoded(command, name, self.encode_keys(many))
+        return results[0] if single else results
+
+    def _bits_encoded(self, command: bytes, name: str, encoded: List[bytes]) -> List[bool]:
+        """CHECK or CHECKADD of keys already encoded."""
+        results: List[bool] = []
+
+        def on_reply(reply: bytes, count: int) -> None:
+            tokens = reply.split(b" ")
+            if len(tokens) != count or not set(tokens) <= {b"0", b"1"}:
+                raise ProtocolError("expected %d bits, got %r" % (count, reply[:80]))
+            results.extend([t == b"1" for t in tokens])
+
+        self._batch(command, name, encoded, on_reply, resend=command == b"CHECK")
+        return results
+
+    # ---- commands ----
+    def create(self, name: str, *, capacity: Optional[int] = None,
+               error: Optional[float] = None, growth: Optional[str] = None,
+               scale: Optional[float] = None, ratio: Optional[float] = None) -> bool:
+        """Creates a filter; True if created, False if it already existed (its parameters
+        are then unchanged). Unset options take the server's defaults. Like drop(), not
+        resent if the connection breaks after sending (the reply would change)."""
+        parts = [b"CREATE", encode_name(name)]
+        if capacity is not None:
+            parts.append(b"capacity=%d" % int(capacity))
+        if error is not None:
+            parts.append(b"error=" + repr(float(error)).encode())
+        if growth is not None:
+            if growth not in ("exponential", "linear"):
+                raise ValueError("growth must be 'exponential' or 'linear'")
+            parts.append(b"growth=" + growth.encode())
+        if scale is not None:
+            parts.append(b"scale=" + repr(float(scale)).encode())
+        if ratio is not None:
+            parts.append(b"ratio=" + repr(float(ratio)).encode())
+        reply = self._one(b" ".join(parts) + b"\r\n", resend=False)
+        if reply not in (b"CREATED", b"EXISTS"):
+            raise ProtocolError("unexpected CREATE reply %r" % reply[:80])
+        return reply == b"CREATED"
+
+    def add(self, name: str, keys: Keys) -> int:
+        """Adds one key or an iterable of keys; returns how many were new (if the
+        connection broke and the batch was resent, keys of the first try count as old)."""
+        return self._add_encoded(name, self.encode_keys(_key_list(keys)[1]))
+
+    def _add_encoded(self, name: str, encoded: List[bytes]) -> int:
+        added = [0]
+
+        def on_reply(reply: bytes, count: int) -> None:
+            word, _, n = reply.partition(b" ")
+            if word != b"ADDED" or not n.isdigit() or int(n) > count:
+                raise ProtocolError("unexpected ADD reply %r" % reply[:80])
+            added[0] += int(n)
+
+        self._batch(b"ADD", name, encoded, on_reply, resend=True)
+        return added[0]
+
+    @overload
+    def check(self, name: str, keys: Key) -> bool: ...
+    @overload
+    def check(self, name: str, keys: Iterable[Key]) -> List[bool]: ...
+
+    def check(self, name: str, keys: Keys) -> Union[bool, List[bool]]:
+        """Whether each key may be in the filter (False is certain, True is probable):
+        a bool for one key, a list in input order for an iterable."""
+        return self._bits(b"CHECK", name, keys)
+
+    @overload
+    def checkadd(self, name: str, keys: Key) -> bool: ...
+    @overload
+    def checkadd(self, name: str, keys: Iterable[Key]) -> List[bool]: ...
+
+    def checkadd(self, name: str, keys: Keys) -> Union[bool, List[bool]]:
+        """Adds the keys and says which were (probably) there before, like check().
+        Not retried once sent: a broken connection raises BloomdConnectionError, and
+        some keys may then have been added."""
+        return self._bits(b"CHECKADD", name, keys)
+
+    def _combine(self, command: bytes, dst: str, srcs: Iterable[str]) -> None:
+        names = [encode_name(s) for s in srcs]
+        if not names:
+            raise ValueError("%s needs at least one source filter" % command.decode())
+
+        def on_reply(reply: bytes, count: int) -> None:
+            if reply != b"OK":
+                raise ProtocolError("unexpected %s reply %r" % (command.decode(), reply[:80]))
+
+        self._batch(command, dst, names, on_reply, resend=True)
+
+    def union(self, dst: str, *srcs: str) -> None:
+        """dst becomes dst | srcs (created with the first source's parameters if
+        missing). Raises ClientError if the filters' parameters differ."""
+        self._combine(b"UNION", dst, srcs)
+
+    def intersect(self, dst: str, *srcs: str) -> None:
+        """dst becomes dst & srcs, like union()."""
+        self._combine(b"INTERSECT", dst, srcs)
+
+    def info(self, name: str) -> Dict[str, Value]:
+        """The filter's STAT fields (name, capacity, error, items, bytes, ...)."""
+        line = b"INFO " + encode_name(name) + b"\r\n"
+
+        def work(conn: Connection) -> Dict[str, Value]:
+            conn.send(line)
+            return _stats(conn)
+        return self._transport.call(work, resend=True)
+
+    def list(self, prefix: str = "") -> List[FilterSummary]:
+        """The filters whose names start with prefix (all by default)."""
+        if prefix and not _PREFIX.match(prefix):
+            raise ValueError("invalid name prefix %r" % (prefix,))
+        line = (b"LIST " + prefix.encode() if prefix else b"LIST") + b"\r\n"
+
+        def work(conn: Connection) -> List[FilterSummary]:
+            conn.send(line)
+            rows = _stat_lines(conn, b"FILTER", _reply(conn))
+            try:
+                return [FilterSummary(r[0], int(r[1]), int(r[2]), int(r[3]), float(r[4]))
+                        for r in rows]
+            except (IndexError, ValueError) as exc:
+                raise ProtocolError("bad LIST reply: %s" % exc) from None
+        return self._transport.call(work, resend=True)
+
+    def _expect_ok(self, line: bytes, want: bytes, resend: bool = True) -> None:
+        reply = self._one(line, resend)
+        if reply != want:
+            raise ProtocolError("expected %r, got %r" % (want, reply[:80]))
+
+    def drop(self, name: str) -> None:
+        """Deletes the filter and its snapshot. Raises NotFound if it does not exist."""
+        self._expect_ok(b"DROP " + encode_name(name) + b"\r\n", b"DELETED", resend=False)
+
+    def clear(self, name: str) -> None:
+        """Empties the filter, keeping its parameters."""
+        self._expect_ok(b"CLEAR " + encode_name(name) + b"\r\n", b"OK")
+
+    def flush(self, name: Optional[str] = None) -> None:
+        """Returns once the filter's (or every filter's) snapshot is durably on disk."""
+        line = b"FLUSH " + encode_name(name) if name is not None else b"FLUSH"
+        self._expect_ok(line + b"\r\n", b"OK")
+
+    def stats(self) -> Dict[str, Value]:
+        """The server's STAT fields (uptime, connections, commands, keys, memory, ...)."""
+        def work(conn: Connection) -> Dict[str, Value]:
+            conn.send(b"STATS\r\n")
+            return _stats(conn)
+        return self._transport.call(work, resend=True)
+
+    def version(self) -> str:
+        """The server's version, "x.y.z"."""
+        reply = self._one(b"VERSION\r\n", resend=True)
+        if not reply.startswith(b"VERSION "):
+            raise ProtocolError("unexpected VERSION reply %r" % reply[:80])
+        return reply[8:].decode("ascii", "replace")
+
+    def close(self) -> None:
+        """Sends QUIT on the idle connections and closes them; the client is then
+        unusable. Safe to call twice."""
+        self._transport.close(b"QUIT\r\n")
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
