@@ -23,14 +23,14 @@
 /* Results: 0 on success, or one of these (all negative). */
 enum sbf_err {
     SBF_OK = 0,
-    SBF_ENOMEM = -1,     /* malloc failed, or the budget refused the bytes */
-    SBF_EINVAL = -2,     /* parameters out of range */
-    SBF_ELIMIT = -3,     /* SBF_MAX_STAGES reached: the filter cannot grow */
-    SBF_EINCOMPAT = -4,  /* union/intersection of filters with different parameters */
-    SBF_EIO = -5,        /* a codec callback failed or the input ended early */
-    SBF_ECORRUPT = -6,   /* codec: bad magic, field, size or checksum */
-    SBF_EVERSION = -7,   /* codec: a format version this build does not read */
-    SBF_ETOOBIG = -8,    /* codec: the input declares more bytes than max_bytes */
+    SBF_ENOMEM = -1,    /* malloc failed, or the budget refused the bytes */
+    SBF_EINVAL = -2,    /* parameters out of range */
+    SBF_ELIMIT = -3,    /* SBF_MAX_STAGES reached: the filter cannot grow */
+    SBF_EINCOMPAT = -4, /* union/intersection of filters with different parameters */
+    SBF_EIO = -5,       /* a codec callback failed or the input ended early */
+    SBF_ECORRUPT = -6,  /* codec: bad magic, field, size or checksum */
+    SBF_EVERSION = -7,  /* codec: a format version this build does not read */
+    SBF_ETOOBIG = -8,   /* codec: the input declares more bytes than max_bytes */
 };
 
 /* Returns a short static description of an sbf_err ("out of memory", ...). */
@@ -52,7 +52,10 @@ struct sbf_params {
     double ratio;           /* r: tightening ratio, stage i gets error p*(1-r)*r^i, in (0, 1) */
 };
 
-/* Defaults: capacity 100000, error 0.01, exponential, scale 2, ratio SBF default. */
+/* Default tightening ratio r (trade-off measured in lib/sbf.c). */
+#define SBF_DEFAULT_RATIO 0.8
+
+/* Defaults: capacity 100000, error 0.01, exponential, scale 2, ratio SBF_DEFAULT_RATIO. */
 void sbf_params_default(struct sbf_params *p);
 
 /* Returns 0 if p is usable, SBF_EINVAL otherwise. */
@@ -123,7 +126,9 @@ int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *
  * dst |= src (or &=), stage by stage. The filters must be compatible (else
  * SBF_EINCOMPAT, dst unchanged). Union gives dst any stages only src has (may fail with
  * SBF_ENOMEM, dst unchanged); intersection empties dst's stages that src lacks.
- * Afterwards dst's item counts are the popcount estimates.
+ * Intersection keeps a key only where both filters hold it in the same stage (always
+ * true for single-stage filters); a key in different stages of the two is lost.
+ * Afterwards dst's item counts are the popcount estimates, counted per stage.
  */
 int sbf_union(struct sbf *dst, const struct sbf *src);
 int sbf_intersect(struct sbf *dst, const struct sbf *src);

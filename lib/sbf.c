@@ -1,0 +1,456 @@
+/*
+ * sbf.c - scalable filter: stages, growth, single and batched operations, union and
+ * intersection, figures. Tuned for lookups of mostly absent keys over 10^7-10^9 keys: each
+ * stage costs one cache miss, so batches prefetch the blocks of keys ahead of the probe.
+ * Invariants: stages only grow until sbf_clear; bits only go 0 -> 1 until clear/intersect.
+ */
+#include "lib/sbf.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/sbf_internal.h"
+
+/* Keys ahead of the probe whose blocks are prefetched in a batch; 16 keys x a few stages
+ * keeps the core's ~10-12 line-fill buffers busy without evicting what was fetched. */
+#define PREFETCH_AHEAD 16u
+
+const char *sbf_strerror(int err)
+{
+    switch (err) {
+    case SBF_OK:
+        return "ok";
+    case SBF_ENOMEM:
+        return "out of memory";
+    case SBF_EINVAL:
+        return "invalid parameters";
+    case SBF_ELIMIT:
+        return "stage limit reached";
+    case SBF_EINCOMPAT:
+        return "incompatible filters";
+    case SBF_EIO:
+        return "read or write failed";
+    case SBF_ECORRUPT:
+        return "corrupt data";
+    case SBF_EVERSION:
+        return "unsupported format version";
+    case SBF_ETOOBIG:
+        return "filter too big";
+    default:
+        return "unknown error";
+    }
+}
+
+void sbf_params_default(struct sbf_params *p)
+{
+    p->capacity = 100000;
+    p->error = 0.01;
+    p->growth = SBF_GROWTH_EXPONENTIAL;
+    p->scale = 2.0;
+    p->ratio = SBF_DEFAULT_RATIO;
+}
+
+/* Stage capacity c0*s^i or c0*s*i, 0 if it exceeds what one stage may hold. */
+static uint64_t stage_capacity(const struct sbf_params *p, uint32_t i)
+{
+    double c = (double)p->capacity;
+    if (p->growth == SBF_GROWTH_EXPONENTIAL) {
+        for (uint32_t j = 0; j < i; j++)
+            c *= p->scale;
+    } else if (i > 0) {
+        c = c * p->scale * (double)i;
+    }
+    if (c > (double)BLOOM_MAX_STAGE_CAPACITY)
+        return 0;
+    uint64_t n = (uint64_t)c;
+    return n ? n : 1;
+}
+
+int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity, struct bloom_geom *g)
+{
+    /* Stage i gets p*(1-r)*r^i, so the compound rate is below p*(1-r)*sum r^i = p. */
+    double target = p->error * (1.0 - p->ratio);
+    for (uint32_t j = 0; j < i; j++)
+        target *= p->ratio;
+    uint64_t cap = stage_capacity(p, i);
+    if (cap == 0 || bloom_geom_for(cap, target, g) != SBF_OK)
+        return SBF_ELIMIT;
+    *capacity = cap;
+    return SBF_OK;
+}
+
+int sbf_params_check(const struct sbf_params *p)
+{
+    if (p->capacity < 1 || p->capacity > SBF_MAX_CAPACITY)
+        return SBF_EINVAL;
+    /* Written so NaN fails every test. */
+    if (!(p->error > 0.0 && p->error < 1.0) || !(p->ratio > 0.0 && p->ratio < 1.0) ||
+        !(p->scale >= 1.0 && p->scale <= 64.0))
+        return SBF_EINVAL;
+    if (p->growth != SBF_GROWTH_EXPONENTIAL && p->growth != SBF_GROWTH_LINEAR)
+        return SBF_EINVAL;
+    uint64_t cap;
+    struct bloom_geom g;
+    return sbf_stage_plan(p, 0, &cap, &g) == SBF_OK ? SBF_OK : SBF_EINVAL;
+}
+
+uint64_t sbf_first_stage_bytes(const struct sbf_params *p)
+{
+    uint64_t cap;
+    struct bloom_geom g;
+    if (sbf_params_check(p) != SBF_OK || sbf_stage_plan(p, 0, &cap, &g) != SBF_OK)
+        return 0;
+    return g.nblocks * BLOOM_BLOCK_BYTES;
+}
+
+int sbf_stage_alloc(struct sbf *f, uint32_t i)
+{
+    struct sbf_stage *s = &f->stages[i];
+    uint64_t cap;
+    struct bloom_geom g;
+    int rc = sbf_stage_plan(&f->params, i, &cap, &g);
+    if (rc != SBF_OK)
+        return rc;
+    uint64_t bytes = g.nblocks * BLOOM_BLOCK_BYTES; /* nblocks <= 2^50: no overflow */
+    if (bytes > SIZE_MAX - BLOOM_BLOCK_BYTES)
+        return SBF_ENOMEM;
+    if (f->budget.reserve && !f->budget.reserve(f->budget.ctx, (size_t)bytes))
+        return SBF_ENOMEM;
+    /* calloc: large blocks come as fresh mmap'd pages, zeroed lazily, so resident memory
+     * grows only as blocks are touched. Align by hand to the 64-byte line. */
+    void *mem = calloc(1, (size_t)bytes + BLOOM_BLOCK_BYTES);
+    if (!mem) {
+        if (f->budget.release)
+            f->budget.release(f->budget.ctx, (size_t)bytes);
+        return SBF_ENOMEM;
+    }
+    uintptr_t a = ((uintptr_t)mem + BLOOM_BLOCK_BYTES - 1) & ~(uintptr_t)(BLOOM_BLOCK_BYTES - 1);
+    s->mem = mem;
+    s->bits = (_Atomic uint64_t *)a;
+    s->nblocks = g.nblocks;
+    s->k = g.k;
+    s->capacity = cap;
+    atomic_store_explicit(&s->items, 0, memory_order_relaxed);
+    return SBF_OK;
+}
+
+static void stage_free(struct sbf *f, struct sbf_stage *s)
+{
+    if (!s->mem)
+        return;
+    free(s->mem);
+    if (f->budget.release)
+        f->budget.release(f->budget.ctx, (size_t)(s->nblocks * BLOOM_BLOCK_BYTES));
+    memset(s, 0, sizeof(*s));
+}
+
+struct sbf *sbf_shell_new(const struct sbf_params *p, const struct sbf_budget *budget)
+{
+    struct sbf *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->params = *p;
+    if (budget)
+        f->budget = *budget;
+    atomic_init(&f->nstages, 0);
+    return f;
+}
+
+int sbf_new(const struct sbf_params *p, const struct sbf_budget *budget, struct sbf **out)
+{
+    if (sbf_params_check(p) != SBF_OK)
+        return SBF_EINVAL;
+    struct sbf *f = sbf_shell_new(p, budget);
+    if (!f)
+        return SBF_ENOMEM;
+    int rc = sbf_stage_alloc(f, 0);
+    if (rc != SBF_OK) {
+        free(f);
+        return rc == SBF_ELIMIT ? SBF_EINVAL : rc;
+    }
+    atomic_store_explicit(&f->nstages, 1, memory_order_release);
+    *out = f;
+    return SBF_OK;
+}
+
+void sbf_free(struct sbf *f)
+{
+    if (!f)
+        return;
+    for (uint32_t i = 0; i < SBF_MAX_STAGES; i++)
+        stage_free(f, &f->stages[i]);
+    free(f);
+}
+
+const struct sbf_params *sbf_params(const struct sbf *f)
+{
+    return &f->params;
+}
+
+bool sbf_compatible(const struct sbf *a, const struct sbf *b)
+{
+    const struct sbf_params *x = &a->params, *y = &b->params;
+    return x->capacity == y->capacity && x->error == y->error && x->growth == y->growth &&
+           x->scale == y->scale && x->ratio == y->ratio;
+}
+
+/* ---- probing ---- */
+
+static inline _Atomic uint64_t *stage_block(const struct sbf_stage *s, uint32_t i,
+                                            struct sbf_hash h)
+{
+    return s->bits + bloom_block(h, i, s->nblocks) * BLOOM_BLOCK_WORDS;
+}
+
+static inline bool stage_has(const struct sbf_stage *s, uint32_t i, struct sbf_hash h)
+{
+    uint64_t mask[BLOOM_BLOCK_WORDS];
+    bloom_mask(h, i, s->k, mask);
+    return bloom_test(stage_block(s, i, h), mask);
+}
+
+/* Newest first: recent keys are the likeliest repeats, and the newest stage is largest. */
+static inline bool has(const struct sbf *f, uint32_t n, struct sbf_hash h)
+{
+    for (uint32_t i = n; i-- > 0;)
+        if (stage_has(&f->stages[i], i, h))
+            return true;
+    return false;
+}
+
+static inline void prefetch(const struct sbf *f, uint32_t n, struct sbf_hash h)
+{
+    for (uint32_t i = 0; i < n; i++)
+        __builtin_prefetch(stage_block(&f->stages[i], i, h), 1, 3);
+}
+
+/* Adds h if absent from every stage, growing first if the newest stage is full. */
+static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+    if (has(f, n, h)) {
+        *present = true;
+        return SBF_OK;
+    }
+    struct sbf_stage *s = &f->stages[n - 1];
+    uint64_t items = atomic_load_explicit(&s->items, memory_order_relaxed);
+    if (items >= s->capacity) {
+        if (n == SBF_MAX_STAGES)
+            return SBF_ELIMIT;
+        int rc = sbf_stage_alloc(f, n);
+        if (rc != SBF_OK)
+            return rc;
+        atomic_store_explicit(&f->nstages, n + 1, memory_order_release);
+        s = &f->stages[n];
+        n++;
+        items = 0;
+    }
+    uint64_t mask[BLOOM_BLOCK_WORDS];
+    bloom_mask(h, n - 1, s->k, mask);
+    bloom_set(stage_block(s, n - 1, h), mask);
+    atomic_store_explicit(&s->items, items + 1, memory_order_relaxed);
+    *present = false;
+    return SBF_OK;
+}
+
+bool sbf_check(const struct sbf *f, struct sbf_hash h)
+{
+    return has(f, atomic_load_explicit(&f->nstages, memory_order_acquire), h);
+}
+
+int sbf_add(struct sbf *f, struct sbf_hash h, bool *added)
+{
+    bool present = false;
+    int rc = add_one(f, h, &present);
+    if (added)
+        *added = rc == SBF_OK && !present;
+    return rc;
+}
+
+int sbf_checkadd(struct sbf *f, struct sbf_hash h, bool *present)
+{
+    return add_one(f, h, present);
+}
+
+void sbf_check_batch(const struct sbf *f, const struct sbf_hash *h, size_t n, bool *present)
+{
+    uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    for (size_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
+        prefetch(f, ns, h[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + PREFETCH_AHEAD < n)
+            prefetch(f, ns, h[i + PREFETCH_AHEAD]);
+        present[i] = has(f, ns, h[i]);
+    }
+}
+
+/* The shared loop of add/checkadd batches; present may be NULL. */
+static int add_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *present,
+                     size_t *added)
+{
+    size_t count = 0;
+    int rc = SBF_OK;
+    for (size_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
+        prefetch(f, atomic_load_explicit(&f->nstages, memory_order_relaxed), h[i]);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+        if (i + PREFETCH_AHEAD < n)
+            prefetch(f, ns, h[i + PREFETCH_AHEAD]);
+        bool p;
+        rc = add_one(f, h[i], &p);
+        if (rc != SBF_OK)
+            break;
+        if (present)
+            present[i] = p;
+        count += !p;
+    }
+    if (added)
+        *added = count;
+    return rc;
+}
+
+int sbf_add_batch(struct sbf *f, const struct sbf_hash *h, size_t n, size_t *added)
+{
+    return add_batch(f, h, n, NULL, added);
+}
+
+int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *present)
+{
+    return add_batch(f, h, n, present, NULL);
+}
+
+/* ---- figures ---- */
+
+/*
+ * One pass over a stage: items estimated from the fill (for a blocked stage the expected
+ * zero fraction is exp(-lambda * (1 - (1-1/512)^k)), inverted for lambda = keys per block)
+ * and the exact rate a random absent key would see now: the mean over blocks of
+ * (set bits / 512)^k.
+ */
+static void stage_scan(const struct sbf_stage *s, double *items, double *fp)
+{
+    static const double bits = BLOOM_BLOCK_BITS;
+    uint64_t hist[BLOOM_BLOCK_BITS + 1] = {0};
+    uint64_t set = 0;
+    for (uint64_t b = 0; b < s->nblocks; b++) {
+        unsigned c = 0;
+        for (unsigned w = 0; w < BLOOM_BLOCK_WORDS; w++)
+            c += (unsigned)__builtin_popcountll(
+                atomic_load_explicit(&s->bits[b * BLOOM_BLOCK_WORDS + w], memory_order_relaxed));
+        hist[c]++;
+        set += c;
+    }
+    double total = (double)s->nblocks * bits;
+    double sum = 0.0;
+    for (unsigned c = 1; c <= BLOOM_BLOCK_BITS; c++)
+        if (hist[c])
+            sum += (double)hist[c] * pow((double)c / bits, (double)s->k);
+    *fp = sum / (double)s->nblocks;
+    double zero = 1.0 - (double)set / total;
+    double per_key = 1.0 - pow(1.0 - 1.0 / bits, (double)s->k);
+    /* A saturated stage says only "at least this many"; cap at one key per bit. */
+    *items = zero > 0.0 ? fmin(-log(zero) / per_key * (double)s->nblocks, total) : total;
+}
+
+void sbf_info(const struct sbf *f, struct sbf_info *out)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    memset(out, 0, sizeof(*out));
+    out->stages = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct sbf_stage *s = &f->stages[i];
+        out->bytes += s->nblocks * BLOOM_BLOCK_BYTES;
+        out->capacity += s->capacity;
+        out->items += atomic_load_explicit(&s->items, memory_order_relaxed);
+    }
+}
+
+void sbf_estimate(const struct sbf *f, struct sbf_estimate *out)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    double items = 0.0, pass = 1.0;
+    for (uint32_t i = 0; i < n; i++) {
+        double it, fp;
+        stage_scan(&f->stages[i], &it, &fp);
+        items += it;
+        pass *= 1.0 - fp;
+    }
+    out->items = items;
+    out->error = 1.0 - pass;
+}
+
+/* ---- set operations ---- */
+
+static void set_items_from_estimate(struct sbf_stage *s)
+{
+    double it, fp;
+    stage_scan(s, &it, &fp);
+    atomic_store_explicit(&s->items, (uint64_t)llround(it), memory_order_relaxed);
+}
+
+int sbf_union(struct sbf *dst, const struct sbf *src)
+{
+    if (!sbf_compatible(dst, src))
+        return SBF_EINCOMPAT;
+    uint32_t nd = atomic_load_explicit(&dst->nstages, memory_order_relaxed);
+    uint32_t ns = atomic_load_explicit(&src->nstages, memory_order_acquire);
+    for (uint32_t i = nd; i < ns; i++) {
+        int rc = sbf_stage_alloc(dst, i);
+        if (rc != SBF_OK) {
+            while (i-- > nd)
+                stage_free(dst, &dst->stages[i]);
+            return rc;
+        }
+    }
+    for (uint32_t i = 0; i < ns; i++) {
+        struct sbf_stage *d = &dst->stages[i];
+        const struct sbf_stage *s = &src->stages[i];
+        uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
+        for (uint64_t w = 0; w < words; w++) {
+            uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
+            if (v)
+                atomic_fetch_or_explicit(&d->bits[w], v, memory_order_relaxed);
+        }
+    }
+    if (ns > nd)
+        atomic_store_explicit(&dst->nstages, ns, memory_order_release);
+    for (uint32_t i = 0; i < ns; i++)
+        set_items_from_estimate(&dst->stages[i]);
+    return SBF_OK;
+}
+
+int sbf_intersect(struct sbf *dst, const struct sbf *src)
+{
+    if (!sbf_compatible(dst, src))
+        return SBF_EINCOMPAT;
+    uint32_t nd = atomic_load_explicit(&dst->nstages, memory_order_relaxed);
+    uint32_t ns = atomic_load_explicit(&src->nstages, memory_order_acquire);
+    for (uint32_t i = 0; i < nd; i++) {
+        struct sbf_stage *d = &dst->stages[i];
+        uint64_t words = d->nblocks * BLOOM_BLOCK_WORDS;
+        if (i < ns) {
+            const struct sbf_stage *s = &src->stages[i];
+            for (uint64_t w = 0; w < words; w++) {
+                uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
+                atomic_fetch_and_explicit(&d->bits[w], v, memory_order_relaxed);
+            }
+            set_items_from_estimate(d);
+        } else {
+            memset((void *)d->bits, 0, (size_t)(words * sizeof(uint64_t)));
+            atomic_store_explicit(&d->items, 0, memory_order_relaxed);
+        }
+    }
+    return SBF_OK;
+}
+
+void sbf_clear(struct sbf *f)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+    for (uint32_t i = 1; i < n; i++)
+        stage_free(f, &f->stages[i]);
+    struct sbf_stage *s = &f->stages[0];
+    memset((void *)s->bits, 0, (size_t)(s->nblocks * BLOOM_BLOCK_BYTES));
+    atomic_store_explicit(&s->items, 0, memory_order_relaxed);
+    atomic_store_explicit(&f->nstages, 1, memory_order_release);
+}

@@ -1,0 +1,49 @@
+/*
+ * sbf_internal.h - the layout of a scalable filter, shared by lib/sbf.c and lib/codec.c
+ * only. Stages live in a fixed array; the writer fills stages[n] completely, then
+ * publishes it with a release store of nstages = n + 1, so a reader that acquire-loads
+ * nstages may read every field of stages[0..nstages) without locks.
+ */
+#ifndef BLOOMD_LIB_SBF_INTERNAL_H
+#define BLOOMD_LIB_SBF_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "lib/bloom.h"
+#include "lib/sbf.h"
+
+struct sbf_stage {
+    _Atomic uint64_t *bits; /* nblocks * 8 words, 64-byte aligned; NULL if not allocated */
+    void *mem;              /* the allocation bits points into */
+    uint64_t nblocks;       /* 512-bit blocks */
+    uint64_t capacity;      /* new keys this stage takes before the next is added */
+    _Atomic uint64_t items; /* new keys taken (popcount estimate after union/intersect) */
+    uint32_t k;             /* bits per key */
+};
+
+struct sbf {
+    struct sbf_params params;
+    struct sbf_budget budget;
+    _Atomic uint32_t nstages; /* stages in use, >= 1 once built; release-published */
+    struct sbf_stage stages[SBF_MAX_STAGES];
+};
+
+/*
+ * Capacity and geometry of stage i under params p (p already checked). Returns 0, or
+ * SBF_ELIMIT if that stage cannot exist (capacity or target error out of range).
+ */
+int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity,
+                   struct bloom_geom *g);
+
+/*
+ * Reserves and allocates zeroed bits for f->stages[i] (planned from f->params) and sets
+ * its fields, items = 0. Does not publish it. Returns 0, SBF_ELIMIT or SBF_ENOMEM (then
+ * nothing is held).
+ */
+int sbf_stage_alloc(struct sbf *f, uint32_t i);
+
+/* An empty shell with no stages (nstages = 0); NULL if out of memory. */
+struct sbf *sbf_shell_new(const struct sbf_params *p, const struct sbf_budget *budget);
+
+#endif
