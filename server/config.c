@@ -1,0 +1,421 @@
+/*
+ * config.c - option table, value parsers and the four sources (defaults < INI file <
+ * BLOOMD_* environment < flags). One table drives all sources and --help, so an option
+ * cannot exist in one place and be missing in another. Sizes accept K/M/G/T suffixes
+ * (powers of 1024).
+ */
+#include "server/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/log.h"
+
+enum opt_kind {
+    OPT_UINT,  /* unsigned, decimal */
+    OPT_SIZE,  /* uint64_t, decimal with optional K/M/G/T suffix */
+    OPT_COUNT, /* uint64_t, decimal */
+    OPT_STR,   /* char array */
+    OPT_FRAC,  /* double in (0, 1) */
+    OPT_LEVEL, /* log level name */
+};
+
+struct opt_def {
+    const char *name; /* INI key; flag is --name with '-', env BLOOMD_NAME */
+    enum opt_kind kind;
+    size_t off;        /* offset of the field in struct config */
+    size_t size;       /* OPT_STR: array size */
+    uint64_t min, max; /* numeric range, inclusive */
+    bool allow_empty;  /* OPT_STR: "" accepted */
+    const char *arg;   /* metavariable for --help */
+    const char *help;
+};
+
+#define F(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
+#define KIB UINT64_C(1024)
+#define MIB (KIB * KIB)
+#define GIB (MIB * KIB)
+
+static const struct opt_def opts[] = {
+    {"port", OPT_UINT, F(port), 0, 65535, false, "N", "TCP port; 0 picks a free one (logged)"},
+    {"bind", OPT_STR, F(bind), 0, 0, false, "ADDR", "address to listen on"},
+    {"data_dir", OPT_STR, F(data_dir), 0, 0, false, "DIR", "snapshot directory (created)"},
+    {"config", OPT_STR, F(config), 0, 0, true, "FILE", "INI file with these options"},
+    {"snapshot_interval", OPT_UINT, F(snapshot_interval), 0, 31536000, false, "SEC",
+     "seconds between snapshots, 0 = only FLUSH and shutdown"},
+    {"max_connections", OPT_UINT, F(max_connections), 1, 1000000, false, "N",
+     "concurrent clients; more are refused"},
+    {"max_line", OPT_SIZE, F(max_line), 64, GIB, false, "BYTES",
+     "longest request line (K/M/G suffixes)"},
+    {"max_memory", OPT_SIZE, F(max_memory), 0, KIB *KIB *GIB, false, "BYTES",
+     "filter memory limit, 0 = physical memory"},
+    {"max_output", OPT_SIZE, F(max_output), 4096, GIB, false, "BYTES",
+     "unread reply bytes per client before it is not read"},
+    {"idle_timeout", OPT_UINT, F(idle_timeout), 0, 31536000, false, "SEC",
+     "close clients idle this long, 0 = never"},
+    {"log_level", OPT_LEVEL, F(log_level), 0, 0, false, "LEVEL", "debug, info, warn or error"},
+    {"log_file", OPT_STR, F(log_file), 0, 0, true, "FILE",
+     "log file (SIGHUP reopens it), empty = stderr"},
+    {"default_capacity", OPT_COUNT, F(default_capacity), 1, UINT64_C(1) << 40, false, "N",
+     "CREATE capacity when not given"},
+    {"default_error", OPT_FRAC, F(default_error), 0, 0, false, "P",
+     "CREATE error rate when not given, in (0, 1)"},
+};
+
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+void config_defaults(struct config *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->bind, sizeof(c->bind), "127.0.0.1");
+    c->port = 8673;
+    snprintf(c->data_dir, sizeof(c->data_dir), "./data");
+    c->snapshot_interval = 60;
+    c->max_connections = 1024;
+    c->max_line = MIB;
+    c->max_memory = 0;
+    c->max_output = 4 * MIB;
+    c->idle_timeout = 0;
+    c->log_level = LOG_INFO;
+    c->default_capacity = 100000;
+    c->default_error = 0.01;
+}
+
+/* Finds an option by name, accepting '-' for '_'. */
+static const struct opt_def *opt_find(const char *name)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *a = opts[i].name;
+        const char *b = name;
+        while (*a != '\0' && (*a == *b || (*a == '_' && *b == '-'))) {
+            a++;
+            b++;
+        }
+        if (*a == '\0' && *b == '\0')
+            return &opts[i];
+    }
+    return NULL;
+}
+
+/* Strict decimal: digits only, no sign, no spaces; *end gets the first non-digit. */
+static bool parse_u64(const char *s, uint64_t *out, const char **end)
+{
+    if (!isdigit((unsigned char)*s))
+        return false;
+    uint64_t v = 0;
+    for (; isdigit((unsigned char)*s); s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    *end = s;
+    return true;
+}
+
+static bool parse_size(const char *s, uint64_t *out)
+{
+    uint64_t v;
+    const char *end;
+    if (!parse_u64(s, &v, &end))
+        return false;
+    uint64_t mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0':
+        break;
+    case 'K':
+        mult = KIB;
+        break;
+    case 'M':
+        mult = MIB;
+        break;
+    case 'G':
+        mult = GIB;
+        break;
+    case 'T':
+        mult = GIB * KIB;
+        break;
+    default:
+        return false;
+    }
+    if (mult != 1) {
+        end++;
+        if (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0)
+            end += strlen(end);
+    }
+    if (*end != '\0' || (v != 0 && v > UINT64_MAX / mult))
+        return false;
+    *out = v * mult;
+    return true;
+}
+
+static int set_value(struct config *c, const struct opt_def *o, const char *value,
+                     const char *source, char *err, size_t errlen)
+{
+    char *field = (char *)c + o->off;
+    uint64_t v = 0;
+    const char *end;
+    bool ok = false;
+    const char *want = "";
+    char range[96];
+
+    switch (o->kind) {
+    case OPT_UINT:
+    case OPT_COUNT:
+    case OPT_SIZE:
+        if (o->kind == OPT_SIZE)
+            ok = parse_size(value, &v);
+        else
+            ok = parse_u64(value, &v, &end) && *end == '\0';
+        ok = ok && v >= o->min && v <= o->max;
+        snprintf(range, sizeof(range), "an integer%s from %llu to %llu",
+                 o->kind == OPT_SIZE ? " (K/M/G suffix allowed)" : "", (unsigned long long)o->min,
+                 (unsigned long long)o->max);
+        want = range;
+        if (ok && o->kind == OPT_UINT)
+            *(unsigned *)(void *)field = (unsigned)v;
+        else if (ok)
+            *(uint64_t *)(void *)field = v;
+        break;
+    case OPT_STR: {
+        size_t n = strlen(value);
+        ok = n < o->size && (n > 0 || o->allow_empty);
+        want = n == 0 ? "a non-empty string" : "a shorter string";
+        if (ok)
+            memcpy(field, value, n + 1);
+        break;
+    }
+    case OPT_FRAC: {
+        char *e;
+        errno = 0;
+        double d = strtod(value, &e);
+        ok = e != value && *e == '\0' && errno == 0 && isfinite(d) && d > 0 && d < 1 &&
+             !isspace((unsigned char)value[0]);
+        want = "a number greater than 0 and less than 1";
+        if (ok)
+            *(double *)(void *)field = d;
+        break;
+    }
+    case OPT_LEVEL: {
+        int l = log_level_parse(value);
+        ok = l >= 0;
+        want = "one of debug, info, warn, error";
+        if (ok)
+            *(int *)(void *)field = l;
+        break;
+    }
+    }
+    if (!ok) {
+        snprintf(err, errlen, "invalid value '%s' for %s (from %s): expected %s", value, o->name,
+                 source, want);
+        return CONFIG_EINVAL;
+    }
+    return CONFIG_OK;
+}
+
+int config_set(struct config *c, const char *name, const char *value, const char *source, char *err,
+               size_t errlen)
+{
+    const struct opt_def *o = opt_find(name);
+    if (o == NULL) {
+        snprintf(err, errlen, "unknown option '%s' (from %s)", name, source);
+        return CONFIG_EINVAL;
+    }
+    return set_value(c, o, value, source, err, errlen);
+}
+
+struct ini_state {
+    struct config *c;
+    char *err;
+    size_t errlen;
+    bool failed;
+};
+
+static int on_ini_line(void *user, const char *section, const char *name, const char *value)
+{
+    struct ini_state *st = user;
+    char source[CONFIG_PATH_MAX + 32];
+    snprintf(source, sizeof(source), "config file %s", st->c->config);
+    if (section[0] != '\0' && strcmp(section, "bloomd") != 0) {
+        snprintf(st->err, st->errlen, "unknown section [%s] (from %s); use [bloomd]", section,
+                 source);
+        st->failed = true;
+        return 0;
+    }
+    if (strcmp(name, "config") == 0) {
+        snprintf(st->err, st->errlen, "option config is not allowed in %s", source);
+        st->failed = true;
+        return 0;
+    }
+    if (config_set(st->c, name, value, source, st->err, st->errlen) != CONFIG_OK) {
+        st->failed = true;
+        return 0;
+    }
+    return 1;
+}
+
+static int load_file(struct config *c, char *err, size_t errlen)
+{
+    struct ini_state st = {.c = c, .err = err, .errlen = errlen};
+    int rc = ini_parse(c->config, on_ini_line, &st);
+    if (rc == 0)
+        return CONFIG_OK;
+    if (rc == -1)
+        snprintf(err, errlen, "config: cannot open '%s': %s", c->config, strerror(errno));
+    else if (rc == -2)
+        snprintf(err, errlen, "config: out of memory reading '%s'", c->config);
+    else if (!st.failed)
+        snprintf(err, errlen, "config: syntax error in '%s' line %d", c->config, rc);
+    else {
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, " at line %d", rc);
+    }
+    return CONFIG_EINVAL;
+}
+
+static int load_env(struct config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        char var[64] = "BLOOMD_";
+        size_t n = strlen(var);
+        for (const char *p = opts[i].name; *p != '\0' && n < sizeof(var) - 1; p++)
+            var[n++] = (char)toupper((unsigned char)*p);
+        var[n] = '\0';
+        const char *v = getenv(var);
+        if (v != NULL && set_value(c, &opts[i], v, var, err, errlen) != CONFIG_OK)
+            return CONFIG_EINVAL;
+    }
+    return CONFIG_OK;
+}
+
+/*
+ * Splits argv[*i] ("--name=value" or "--name value") into name and value. Returns false
+ * if it is not a long option. The name is copied into name (truncated to fit).
+ */
+static bool split_flag(int argc, char **argv, int *i, char *name, size_t namelen,
+                       const char **value)
+{
+    const char *a = argv[*i];
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
+        return false;
+    a += 2;
+    const char *eq = strchr(a, '=');
+    size_t n = eq != NULL ? (size_t)(eq - a) : strlen(a);
+    if (n >= namelen)
+        n = namelen - 1;
+    memcpy(name, a, n);
+    name[n] = '\0';
+    if (eq != NULL)
+        *value = eq + 1;
+    else if (*i + 1 < argc)
+        *value = argv[++*i];
+    else
+        *value = NULL;
+    return true;
+}
+
+static bool is_action(const char *a, enum config_action *action)
+{
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+        *action = CONFIG_HELP;
+    else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0)
+        *action = CONFIG_VERSION;
+    else if (strcmp(a, "--ping") == 0)
+        *action = CONFIG_PING;
+    else
+        return false;
+    return true;
+}
+
+int config_load(struct config *c, int argc, char **argv, enum config_action *action, char *err,
+                size_t errlen)
+{
+    config_defaults(c);
+    *action = CONFIG_RUN;
+    err[0] = '\0';
+
+    /* The file comes first in precedence order, but its path may come from any source. */
+    const char *path = getenv("BLOOMD_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value;
+        if (is_action(argv[i], action))
+            continue;
+        if (split_flag(argc, argv, &i, name, sizeof(name), &value) && value != NULL &&
+            opt_find(name) == opt_find("config"))
+            path = value;
+    }
+    *action = CONFIG_RUN;
+    if (path != NULL && path[0] != '\0') {
+        if (set_value(c, opt_find("config"), path, "--config", err, errlen) != CONFIG_OK)
+            return CONFIG_EINVAL;
+        if (load_file(c, err, errlen) != CONFIG_OK)
+            return CONFIG_EINVAL;
+    }
+    if (load_env(c, err, errlen) != CONFIG_OK)
+        return CONFIG_EINVAL;
+
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value;
+        if (is_action(argv[i], action))
+            continue;
+        char flag[80];
+        snprintf(flag, sizeof(flag), "%s", argv[i]);
+        if (!split_flag(argc, argv, &i, name, sizeof(name), &value)) {
+            snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[i]);
+            return CONFIG_EINVAL;
+        }
+        char *eq = strchr(flag, '=');
+        if (eq != NULL)
+            *eq = '\0';
+        if (opt_find(name) == NULL) {
+            snprintf(err, errlen, "unknown option '%s' (see --help)", flag);
+            return CONFIG_EINVAL;
+        }
+        if (value == NULL) {
+            snprintf(err, errlen, "option %s needs a value", flag);
+            return CONFIG_EINVAL;
+        }
+        if (config_set(c, name, value, flag, err, errlen) != CONFIG_OK)
+            return CONFIG_EINVAL;
+    }
+    return CONFIG_OK;
+}
+
+const char *config_usage(void)
+{
+    static char text[4096];
+    if (text[0] != '\0')
+        return text;
+    size_t n = (size_t)snprintf(text, sizeof(text),
+                                "usage: bloomd [options]\n"
+                                "Keeps named scalable Bloom filters in memory and serves them "
+                                "over a text protocol.\n\n"
+                                "  -h, --help             this text\n"
+                                "  -V, --version          print the version and exit\n"
+                                "  --ping                 exit 0 if the configured server "
+                                "answers VERSION within 2 s\n");
+    for (size_t i = 0; i < NOPTS && n < sizeof(text); i++) {
+        char flag[64];
+        size_t k = (size_t)snprintf(flag, sizeof(flag), "--%s %s", opts[i].name, opts[i].arg);
+        for (size_t j = 2; j < k && flag[j] != ' '; j++)
+            if (flag[j] == '_')
+                flag[j] = '-';
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-30s %s\n", flag, opts[i].help);
+    }
+    if (n < sizeof(text))
+        snprintf(text + n, sizeof(text) - n,
+                 "\nEach option may also be set as BLOOMD_<OPTION> in the environment or as\n"
+                 "<option> = <value> in the INI file (section [bloomd] or none).\n"
+                 "Precedence: flags > environment > config file > defaults.\n");
+    return text;
+}

@@ -1,0 +1,64 @@
+/*
+ * config.h - the daemon's settings and where they come from: defaults, then an INI file
+ * (--config / BLOOMD_CONFIG), then BLOOMD_<OPTION> environment variables, then
+ * command-line flags, each overriding the one before. Every value is validated; a bad
+ * one stops start-up with a message naming the option and its source.
+ */
+#ifndef BLOOMD_SERVER_CONFIG_H
+#define BLOOMD_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_PATH_MAX 1024
+
+struct config {
+    char bind[256];                 /* listen address (numeric or host name) */
+    unsigned port;                  /* 0 = any free port */
+    char data_dir[CONFIG_PATH_MAX]; /* snapshots live here; created if missing */
+    char config[CONFIG_PATH_MAX];   /* the INI file read, empty if none */
+    unsigned snapshot_interval;     /* seconds between snapshots, 0 = only on demand */
+    unsigned max_connections;       /* concurrent clients */
+    uint64_t max_line;              /* bytes in one request line, terminator included */
+    uint64_t max_memory;            /* bytes of filter bits, 0 = physical memory */
+    uint64_t max_output;            /* unsent reply bytes before we stop reading a client */
+    unsigned idle_timeout;          /* seconds before an idle client is closed, 0 = never */
+    int log_level;                  /* enum log_level */
+    char log_file[CONFIG_PATH_MAX]; /* empty = stderr */
+    uint64_t default_capacity;      /* CREATE without capacity= */
+    double default_error;           /* CREATE without error= */
+};
+
+/* What the command line asked for besides running the daemon. */
+enum config_action {
+    CONFIG_RUN = 0,
+    CONFIG_HELP = 1,
+    CONFIG_VERSION = 2,
+    CONFIG_PING = 3,
+};
+
+enum config_err {
+    CONFIG_OK = 0,
+    CONFIG_EINVAL = -1, /* a bad option, value or file; the message says which */
+};
+
+/* Fills c with the built-in defaults. */
+void config_defaults(struct config *c);
+
+/*
+ * Builds the configuration from defaults, the config file, the environment (getenv) and
+ * argv (argv[0] is skipped), in that order of increasing precedence. Returns CONFIG_OK
+ * and sets *action, or CONFIG_EINVAL with a one-line message in err (NUL-terminated,
+ * naming the option and where the value came from).
+ */
+int config_load(struct config *c, int argc, char **argv, enum config_action *action, char *err,
+                size_t errlen);
+
+/* Sets one option by name ("max_memory") from text, as from the given source name. */
+int config_set(struct config *c, const char *name, const char *value, const char *source, char *err,
+               size_t errlen);
+
+/* The --help text. */
+const char *config_usage(void);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * listen.c - accept loop. Level-triggered: each readiness event accepts up to
+ * ACCEPT_BATCH clients so a connection storm cannot starve established clients. Under
+ * EMFILE the spare /dev/null descriptor is closed, the pending client accepted and told
+ * why, and the spare reopened; without a spare we pause accepting briefly instead.
+ */
+#include "server/listen.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/conn.h"
+#include "server/log.h"
+#include "server/server.h"
+
+#define ACCEPT_BATCH 64
+#define ACCEPT_PAUSE_MS 100
+#define TOO_MANY "SERVER_ERROR too many connections\r\n"
+
+struct listener {
+    int fd;
+    int spare;            /* /dev/null, given up to accept under EMFILE; -1 if lost */
+    struct event *ev;     /* readable listening socket */
+    struct event *resume; /* timer: accept again after a pause */
+};
+
+static void refuse(struct server *srv, int fd)
+{
+    /* Best effort: a fresh socket's send buffer always takes one short line. */
+    ssize_t n = send(fd, TOO_MANY, sizeof(TOO_MANY) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)n;
+    close(fd);
+    srv->stats.conn_rejected++;
+}
+
+static void pause_accepting(struct listener *l)
+{
+    struct timeval tv = {.tv_sec = 0, .tv_usec = ACCEPT_PAUSE_MS * 1000};
+    event_del(l->ev);
+    event_add(l->resume, &tv);
+}
+
+/* Out of descriptors: use the spare to accept and refuse one client. */
+static void accept_emfile(struct server *srv, struct listener *l)
+{
+    if (l->spare < 0) {
+        l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (l->spare < 0) {
+            pause_accepting(l);
+            return;
+        }
+    }
+    close(l->spare);
+    l->spare = -1;
+    int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        log_msg(LOG_WARN, "out of file descriptors: refusing a client");
+        refuse(srv, fd);
+    }
+    l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    (void)what;
+    struct server *srv = arg;
+    struct listener *l = srv->lis;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                accept_emfile(srv, l);
+                return;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                log_msg(LOG_ERROR, "accept: %s", strerror(errno));
+                pause_accepting(l);
+            }
+            return;
+        }
+        if (srv->stats.conn_current >= srv->cfg.max_connections) {
+            log_msg(LOG_WARN, "max_connections (%u) reached: refusing a client",
+                    srv->cfg.max_connections);
+            refuse(srv, fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        conn_start(srv, fd, (struct sockaddr *)&ss, len);
+    }
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct listener *l = arg;
+    event_add(l->ev, NULL);
+}
+
+/* Formats addr:port, with brackets for IPv6. */
+static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
+    } else {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
+    }
+}
+
+/* Returns a listening socket for host:port, or -1 after logging why. */
+static int open_socket(const char *host, unsigned port)
+{
+    char service[16];
+    snprintf(service, sizeof(service), "%u", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res;
+    int rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0) {
+        log_msg(LOG_ERROR, "bind address %s: %s", host, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1;
+    int err = 0;
+    for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        log_msg(LOG_ERROR, "listen on %s:%u: %s", host, port, strerror(err));
+    return fd;
+}
+
+int listener_open(struct server *srv)
+{
+    struct listener *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        log_msg(LOG_ERROR, "listen: out of memory");
+        return -1;
+    }
+    l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    l->fd = open_socket(srv->cfg.bind, srv->cfg.port);
+    if (l->fd < 0)
+        goto error;
+    l->ev = event_new(srv->base, l->fd, EV_READ | EV_PERSIST, on_accept, srv);
+    l->resume = evtimer_new(srv->base, on_resume, l);
+    if (l->ev == NULL || l->resume == NULL || event_add(l->ev, NULL) != 0) {
+        log_msg(LOG_ERROR, "listen: cannot register the listening socket");
+        goto error;
+    }
+    srv->lis = l;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char addr[INET6_ADDRSTRLEN + 16] = "?";
+    if (getsockname(l->fd, (struct sockaddr *)&ss, &len) == 0)
+        format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
+    log_msg(LOG_INFO, "listening on %s", addr);
+    return 0;
+error:
+    srv->lis = l;
+    listener_close(srv);
+    return -1;
+}
+
+void listener_close(struct server *srv)
+{
+    struct listener *l = srv->lis;
+    if (l == NULL)
+        return;
+    if (l->ev != NULL)
+        event_free(l->ev);
+    if (l->resume != NULL)
+        event_free(l->resume);
+    if (l->fd >= 0)
+        close(l->fd);
+    if (l->spare >= 0)
+        close(l->spare);
+    free(l);
+    srv->lis = NULL;
+}

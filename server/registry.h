@@ -1,0 +1,99 @@
+/*
+ * registry.h - the named filters: name -> struct filter, and the filter object itself.
+ *
+ * Threads: the event loop is the only thread that changes the table (put, remove,
+ * replace) or looks names up. Other threads (the snapshotter) only call
+ * registry_collect(), which takes references under the table's lock, and then use the
+ * filters they hold with the calls sbf.h allows beside a writer.
+ *
+ * A struct filter is reference counted. Its sbf pointer and parameters never change for
+ * the life of the object: CLEAR and INTERSECT on a filter someone else holds build a new
+ * object and swap it into the table, so a reader never sees bits vanish under it.
+ */
+#ifndef BLOOMD_SERVER_REGISTRY_H
+#define BLOOMD_SERVER_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/sbf.h"
+
+struct filter {
+    _Atomic uint32_t refs;    /* the table's reference plus one per holder */
+    _Atomic bool dropped;     /* set when DROP removed it from the table */
+    _Atomic uint64_t changes; /* bumped by every mutation; starts at 1 (never saved) */
+    struct sbf *sbf;          /* owned; never replaced */
+    size_t name_len;
+    char name[]; /* NUL-terminated copy (names never contain NUL) */
+};
+
+enum registry_err {
+    REGISTRY_OK = 0,
+    REGISTRY_ENOMEM = -1, /* allocating the object or the table failed */
+    REGISTRY_EXISTS = -2, /* a filter with that name is already there */
+};
+
+/*
+ * Wraps f (taken over) in a new object named name[0..len) with one reference (the
+ * caller's). Returns NULL, leaving f to the caller, if allocation fails.
+ */
+struct filter *filter_new(const char *name, size_t len, struct sbf *f);
+
+/* Takes a reference. */
+void filter_ref(struct filter *f);
+
+/* Drops a reference; the last one frees the object and its sbf. filter_unref(NULL) is ok. */
+void filter_unref(struct filter *f);
+
+/* Marks the filter modified (for snapshots). */
+void filter_touch(struct filter *f);
+
+struct registry;
+
+/* Returns a new empty registry, or NULL. Free with registry_free(). */
+struct registry *registry_new(void);
+
+/* Drops the table's references and frees the table. registry_free(NULL) does nothing. */
+void registry_free(struct registry *r);
+
+/* Number of filters. */
+size_t registry_count(const struct registry *r);
+
+/* The filter named name[0..len), or NULL. Borrowed: valid until the table changes. */
+struct filter *registry_get(const struct registry *r, const char *name, size_t len);
+
+/* Inserts f under its name; the table takes its own reference. */
+int registry_put(struct registry *r, struct filter *f);
+
+/*
+ * Removes the filter named name[0..len), sets its dropped flag and drops the table's
+ * reference. Returns false if there was none.
+ */
+bool registry_remove(struct registry *r, const char *name, size_t len);
+
+/*
+ * Puts fresh in place of old (same name; old must be in the table): the table's
+ * reference moves from old to a new one on fresh.
+ */
+void registry_replace(struct registry *r, struct filter *old, struct filter *fresh);
+
+/*
+ * Runs fn(f->sbf, arg) while no other thread can hold or take a reference to f, and
+ * returns true; returns false without calling fn when someone else holds f (the caller
+ * then builds a replacement). f must be in the table and the caller holds no extra ref.
+ */
+bool registry_with_exclusive(struct registry *r, struct filter *f, void (*fn)(struct sbf *, void *),
+                             void *arg);
+
+/*
+ * Returns every filter (name starting with prefix[0..plen) when plen > 0), sorted by
+ * name, each with a reference taken for the caller, in a malloc'd array of *n entries.
+ * The caller unrefs each and frees the array. Safe from any thread. Returns
+ * REGISTRY_ENOMEM (and nothing) if the array cannot be allocated.
+ */
+int registry_collect(struct registry *r, const char *prefix, size_t plen, struct filter ***out,
+                     size_t *n);
+
+#endif

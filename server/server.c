@@ -1,0 +1,127 @@
+/*
+ * server.c - start-up and shutdown of the whole daemon: data directory, event loop,
+ * listener, signals. SIGTERM/SIGINT stop accepting, close clients and leave the loop;
+ * SIGHUP reopens the log file. Snapshots (issue 5) hook in here: load before listening,
+ * a final snapshot after the loop.
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "server/conn.h"
+#include "server/listen.h"
+#include "server/log.h"
+#include "server/registry.h"
+
+int server_init(struct server *srv, const struct config *cfg)
+{
+    memset(srv, 0, sizeof(*srv));
+    srv->cfg = *cfg;
+    budget_init(&srv->budget, cfg->max_memory);
+    stats_init(&srv->stats);
+    srv->reg = registry_new();
+    return srv->reg != NULL ? SERVER_OK : SERVER_ENOMEM;
+}
+
+/* mkdir -p: creates dir and its missing parents. Returns 0 or -1 with errno set. */
+static int make_dirs(const char *dir)
+{
+    char path[CONFIG_PATH_MAX];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char *p = path + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+static void on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct server *srv = arg;
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    log_msg(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    listener_close(srv);
+    conn_close_all(srv);
+    event_base_loopexit(srv->base, NULL);
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    (void)arg;
+    if (log_reopen() != 0)
+        log_msg(LOG_ERROR, "SIGHUP: cannot reopen the log file: %s", strerror(errno));
+    else
+        log_msg(LOG_INFO, "SIGHUP: log file reopened");
+}
+
+int server_run(struct server *srv)
+{
+    if (make_dirs(srv->cfg.data_dir) != 0) {
+        log_msg(LOG_ERROR, "data directory %s: %s", srv->cfg.data_dir, strerror(errno));
+        return SERVER_EIO;
+    }
+    srv->rbuf = malloc(SERVER_RBUF);
+    srv->base = event_base_new();
+    if (srv->rbuf == NULL || srv->base == NULL) {
+        log_msg(LOG_ERROR, "cannot create the event loop");
+        return SERVER_ENOMEM;
+    }
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        event_callback_fn fn = sigs[i] == SIGHUP ? on_hup : on_stop;
+        srv->signals[i] = evsignal_new(srv->base, sigs[i], fn, srv);
+        if (srv->signals[i] == NULL || event_add(srv->signals[i], NULL) != 0) {
+            log_msg(LOG_ERROR, "cannot install signal handlers");
+            return SERVER_EIO;
+        }
+    }
+    if (listener_open(srv) != 0)
+        return SERVER_EIO;
+    log_msg(LOG_INFO, "bloomd %s ready (data_dir %s, max_memory %llu bytes)", BLOOMD_VERSION,
+            srv->cfg.data_dir, (unsigned long long)srv->budget.limit);
+    if (event_base_dispatch(srv->base) < 0) {
+        log_msg(LOG_ERROR, "event loop failed");
+        return SERVER_EIO;
+    }
+    log_msg(LOG_INFO, "stopped");
+    return SERVER_OK;
+}
+
+void server_destroy(struct server *srv)
+{
+    listener_close(srv);
+    if (srv->base != NULL)
+        conn_close_all(srv);
+    for (size_t i = 0; i < sizeof(srv->signals) / sizeof(srv->signals[0]); i++) {
+        if (srv->signals[i] != NULL)
+            event_free(srv->signals[i]);
+    }
+    registry_free(srv->reg);
+    if (srv->base != NULL)
+        event_base_free(srv->base);
+    free(srv->rbuf);
+    memset(srv, 0, sizeof(*srv));
+}
