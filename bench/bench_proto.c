@@ -1,0 +1,179 @@
+/*
+ * bench_proto.c - protocol throughput: parsing pipelined CHECKADD lines (1 to 1,000 keys
+ * of 16 and 64 bytes, many lines in one buffer, as a server sees them after a large read)
+ * and formatting CHECK replies. Each figure is the best of a few ~0.2 s runs.
+ * Run: make bench-proto
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proto/proto.h"
+
+#define BENCH_BUF_BYTES ((size_t)8 << 20)
+#define BENCH_RUN_SECONDS 0.2
+#define BENCH_RUNS 3
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_state = 0x243f6a8885a308d3u;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Fills about BENCH_BUF_BYTES with "CHECKADD bench <keys>\r\n" lines; returns the length. */
+static size_t build_lines(char *buf, size_t keys, size_t key_len, size_t *lines)
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789_-";
+    size_t line_len = 15 + keys * (key_len + 1) + 2;
+    size_t n = 0;
+    *lines = 0;
+    while (n + line_len <= BENCH_BUF_BYTES || *lines == 0) {
+        memcpy(buf + n, "CHECKADD bench", 14);
+        n += 14;
+        for (size_t k = 0; k < keys; k++) {
+            buf[n++] = ' ';
+            for (size_t i = 0; i < key_len; i++)
+                buf[n++] = alphabet[rng() % (sizeof(alphabet) - 1)];
+        }
+        buf[n++] = '\r';
+        buf[n++] = '\n';
+        (*lines)++;
+    }
+    return n;
+}
+
+/* Parses the whole buffer; with walk, also visits every key as the server does. */
+static size_t parse_all(const char *buf, size_t len, bool walk)
+{
+    struct proto_request req;
+    size_t consumed, keys = 0, off = 0;
+    while (off < len) {
+        int rc = proto_parse(buf + off, len - off, NULL, &req, &consumed);
+        if (rc != PROTO_OK) {
+            fprintf(stderr, "bench_proto: unexpected parse result %d\n", rc);
+            exit(1);
+        }
+        if (walk) {
+            struct proto_slice rest = req.args, key;
+            while (proto_next_arg(&rest, &key))
+                keys += key.len > 0;
+        } else {
+            keys += req.nargs;
+        }
+        off += consumed;
+    }
+    return keys;
+}
+
+/* Best seconds per pass over the buffer. */
+static double time_parse(const char *buf, size_t len, bool walk, size_t want_keys)
+{
+    double best = 1e30;
+    for (int run = 0; run < BENCH_RUNS; run++) {
+        size_t passes = 0;
+        double t0 = now(), t;
+        do {
+            if (parse_all(buf, len, walk) != want_keys) {
+                fprintf(stderr, "bench_proto: key count mismatch\n");
+                exit(1);
+            }
+            passes++;
+            t = now() - t0;
+        } while (t < BENCH_RUN_SECONDS);
+        if (t / (double)passes < best)
+            best = t / (double)passes;
+    }
+    return best;
+}
+
+static void bench_parse(void)
+{
+    static const size_t key_counts[] = {1, 10, 100, 1000};
+    static const size_t key_lens[] = {16, 64};
+    char *buf = malloc(BENCH_BUF_BYTES + 128 * 1024);
+    if (buf == NULL) {
+        perror("malloc");
+        exit(1);
+    }
+    printf("parse: pipelined CHECKADD lines, %zu MiB buffer, best of %d\n", BENCH_BUF_BYTES >> 20,
+           BENCH_RUNS);
+    printf("| keys/line | key bytes | parse MB/s | parse Mkeys/s | Mlines/s "
+           "| parse+walk MB/s | parse+walk Mkeys/s |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < sizeof(key_lens) / sizeof(key_lens[0]); i++)
+        for (size_t j = 0; j < sizeof(key_counts) / sizeof(key_counts[0]); j++) {
+            size_t lines;
+            size_t len = build_lines(buf, key_counts[j], key_lens[i], &lines);
+            size_t keys = lines * key_counts[j];
+            double t = time_parse(buf, len, false, keys);
+            double tw = time_parse(buf, len, true, keys);
+            printf("| %zu | %zu | %.0f | %.1f | %.2f | %.0f | %.1f |\n", key_counts[j], key_lens[i],
+                   (double)len / t / 1e6, (double)keys / t / 1e6, (double)lines / t / 1e6,
+                   (double)len / tw / 1e6, (double)keys / tw / 1e6);
+        }
+    free(buf);
+}
+
+static void bench_format(void)
+{
+    static const size_t sizes[] = {1, 100, 1000, 100000};
+    enum { MAX_BITS = 100000 };
+    bool *bits = malloc(MAX_BITS * sizeof(bool));
+    if (bits == NULL) {
+        perror("malloc");
+        exit(1);
+    }
+    for (size_t i = 0; i < MAX_BITS; i++)
+        bits[i] = rng() & 1;
+    struct proto_buf b = {0};
+    printf("\nformat: CHECK replies into a reused buffer, best of %d\n", BENCH_RUNS);
+    printf("| results/reply | MB/s | Mresults/s | Mreplies/s |\n|---:|---:|---:|---:|\n");
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        size_t n = sizes[s];
+        size_t reps = 4000000 / n + 1; /* replies per reset of the buffer */
+        double best = 1e30;
+        for (int run = 0; run < BENCH_RUNS; run++) {
+            size_t replies = 0;
+            double t0 = now(), t;
+            do {
+                proto_buf_reset(&b);
+                for (size_t r = 0; r < reps; r++) {
+                    proto_reply_bits(&b, bits, n, true);
+                    proto_reply_end(&b);
+                }
+                replies += reps;
+                t = now() - t0;
+            } while (t < BENCH_RUN_SECONDS);
+            if (b.failed) {
+                fprintf(stderr, "bench_proto: out of memory\n");
+                exit(1);
+            }
+            if (t / (double)replies < best)
+                best = t / (double)replies;
+        }
+        double bytes = (double)(2 * n + 1);
+        printf("| %zu | %.0f | %.1f | %.2f |\n", n, bytes / best / 1e6, (double)n / best / 1e6,
+               1.0 / best / 1e6);
+    }
+    proto_buf_free(&b);
+    free(bits);
+}
+
+int main(void)
+{
+    bench_parse();
+    bench_format();
+    return 0;
+}
