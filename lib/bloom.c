@@ -6,6 +6,8 @@
  */
 #include "lib/bloom.h"
 
+#include <string.h>
+
 /* Search range of the mean load per block: 1/64 key (32768 bits/key) to 512 (1 bit/key). */
 #define LAMBDA_MIN (1.0 / 64.0)
 #define LAMBDA_MAX 512.0
@@ -61,10 +63,9 @@ static double lambda_max(double target, uint32_t k)
     return lo;
 }
 
-int bloom_geom_for(uint64_t capacity, double target, struct bloom_geom *out)
+/* bloom_geom_for without the memo; arguments already checked. */
+static int search(uint64_t capacity, double target, struct bloom_geom *out)
 {
-    if (capacity == 0 || capacity > BLOOM_MAX_STAGE_CAPACITY || !(target > 0.0 && target < 1.0))
-        return SBF_EINVAL;
     const double n = (double)capacity; /* exact: capacity < 2^53 */
     uint64_t best_nb = 0;
     uint32_t best_k = 0;
@@ -94,5 +95,35 @@ int bloom_geom_for(uint64_t capacity, double target, struct bloom_geom *out)
         return SBF_EINVAL;
     out->nblocks = best_nb;
     out->k = best_k;
+    return SBF_OK;
+}
+
+/* The search costs ~0.1-1 ms; every load of a snapshot repeats it for every stage, and
+ * filters share parameters, so each thread remembers recent answers (pure function). */
+#define CACHE_SLOTS 128u
+struct geom_memo {
+    uint64_t capacity;
+    double target;
+    struct bloom_geom g; /* nblocks 0: no answer (target unreachable) */
+};
+static _Thread_local struct geom_memo geom_cache[CACHE_SLOTS];
+
+int bloom_geom_for(uint64_t capacity, double target, struct bloom_geom *out)
+{
+    if (capacity == 0 || capacity > BLOOM_MAX_STAGE_CAPACITY || !(target > 0.0 && target < 1.0))
+        return SBF_EINVAL;
+    uint64_t t;
+    memcpy(&t, &target, sizeof(t));
+    struct geom_memo *m =
+        &geom_cache[(bloom_mix(capacity ^ bloom_mix(t)) >> 32) & (CACHE_SLOTS - 1)];
+    if (m->capacity != capacity || m->target != target) {
+        m->capacity = capacity;
+        m->target = target;
+        if (search(capacity, target, &m->g) != SBF_OK)
+            m->g.nblocks = 0;
+    }
+    if (m->g.nblocks == 0)
+        return SBF_EINVAL;
+    *out = m->g;
     return SBF_OK;
 }

@@ -165,21 +165,25 @@ static int take(struct reader *r, void *buf, size_t len)
     return rc;
 }
 
+/* A stage as its header declares it, once checked against the parameters. */
+struct stage_decl {
+    uint64_t capacity, items;
+    struct bloom_geom g;
+};
+
 /* Checks every stage header against the geometry recomputed from p; sums the bytes. */
 static int check_stages(const struct sbf_params *p, const unsigned char *q, uint32_t n,
-                        uint64_t *total)
+                        struct stage_decl *d, uint64_t *total)
 {
     *total = 0;
     for (uint32_t i = 0; i < n; i++, q += STAGE_BYTES) {
-        uint64_t cap;
-        struct bloom_geom g;
-        if (sbf_stage_plan(p, i, &cap, &g) != SBF_OK)
+        if (sbf_stage_plan(p, i, &d[i].capacity, &d[i].g) != SBF_OK)
             return SBF_ECORRUPT;
-        uint64_t nblocks = get_u64(q + 16);
-        if (get_u64(q) != cap || nblocks != g.nblocks || get_u32(q + 24) != g.k ||
-            get_u64(q + 8) > nblocks * BLOOM_BLOCK_BITS)
+        d[i].items = get_u64(q + 8);
+        if (get_u64(q) != d[i].capacity || get_u64(q + 16) != d[i].g.nblocks ||
+            get_u32(q + 24) != d[i].g.k || d[i].items > d[i].g.nblocks * BLOOM_BLOCK_BITS)
             return SBF_ECORRUPT;
-        *total += nblocks * BLOOM_BLOCK_BYTES; /* each < 2^56, 64 of them: no overflow */
+        *total += d[i].g.nblocks * BLOOM_BLOCK_BYTES; /* each < 2^56: no overflow */
     }
     return SBF_OK;
 }
@@ -234,8 +238,9 @@ int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf
     rc = take(&r, st, (size_t)STAGE_BYTES * n);
     if (rc != SBF_OK)
         return rc;
+    struct stage_decl decl[SBF_MAX_STAGES];
     uint64_t total;
-    rc = check_stages(&p, st, n, &total);
+    rc = check_stages(&p, st, n, decl, &total);
     if (rc != SBF_OK)
         return rc;
     if (total > max_bytes)
@@ -245,11 +250,10 @@ int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf
     if (!f)
         return SBF_ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
-        rc = sbf_stage_alloc(f, i);
+        rc = sbf_stage_alloc(f, i, decl[i].capacity, &decl[i].g);
         if (rc != SBF_OK)
             goto fail;
-        atomic_store_explicit(&f->stages[i].items, get_u64(st + STAGE_BYTES * i + 8),
-                              memory_order_relaxed);
+        atomic_store_explicit(&f->stages[i].items, decl[i].items, memory_order_relaxed);
         atomic_store_explicit(&f->nstages, i + 1, memory_order_release);
         rc = read_bits(&r, &f->stages[i]);
         if (rc != SBF_OK)

@@ -104,15 +104,10 @@ uint64_t sbf_first_stage_bytes(const struct sbf_params *p)
     return g.nblocks * BLOOM_BLOCK_BYTES;
 }
 
-int sbf_stage_alloc(struct sbf *f, uint32_t i)
+int sbf_stage_alloc(struct sbf *f, uint32_t i, uint64_t capacity, const struct bloom_geom *g)
 {
     struct sbf_stage *s = &f->stages[i];
-    uint64_t cap;
-    struct bloom_geom g;
-    int rc = sbf_stage_plan(&f->params, i, &cap, &g);
-    if (rc != SBF_OK)
-        return rc;
-    uint64_t bytes = g.nblocks * BLOOM_BLOCK_BYTES; /* nblocks <= 2^50: no overflow */
+    uint64_t bytes = g->nblocks * BLOOM_BLOCK_BYTES; /* nblocks <= 2^50: no overflow */
     if (bytes > SIZE_MAX - BLOOM_BLOCK_BYTES)
         return SBF_ENOMEM;
     if (f->budget.reserve && !f->budget.reserve(f->budget.ctx, (size_t)bytes))
@@ -128,11 +123,20 @@ int sbf_stage_alloc(struct sbf *f, uint32_t i)
     uintptr_t a = ((uintptr_t)mem + BLOOM_BLOCK_BYTES - 1) & ~(uintptr_t)(BLOOM_BLOCK_BYTES - 1);
     s->mem = mem;
     s->bits = (_Atomic uint64_t *)a;
-    s->nblocks = g.nblocks;
-    s->k = g.k;
-    s->capacity = cap;
+    s->nblocks = g->nblocks;
+    s->k = g->k;
+    s->capacity = capacity;
     atomic_store_explicit(&s->items, 0, memory_order_relaxed);
     return SBF_OK;
+}
+
+/* Plans and allocates stage i from f's parameters: 0, SBF_ELIMIT or SBF_ENOMEM. */
+static int stage_new(struct sbf *f, uint32_t i)
+{
+    uint64_t cap;
+    struct bloom_geom g;
+    int rc = sbf_stage_plan(&f->params, i, &cap, &g);
+    return rc == SBF_OK ? sbf_stage_alloc(f, i, cap, &g) : rc;
 }
 
 static void stage_free(struct sbf *f, struct sbf_stage *s)
@@ -164,7 +168,7 @@ int sbf_new(const struct sbf_params *p, const struct sbf_budget *budget, struct 
     struct sbf *f = sbf_shell_new(p, budget);
     if (!f)
         return SBF_ENOMEM;
-    int rc = sbf_stage_alloc(f, 0);
+    int rc = stage_new(f, 0);
     if (rc != SBF_OK) {
         free(f);
         return rc == SBF_ELIMIT ? SBF_EINVAL : rc;
@@ -238,7 +242,7 @@ static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
     if (items >= s->capacity) {
         if (n == SBF_MAX_STAGES)
             return SBF_ELIMIT;
-        int rc = sbf_stage_alloc(f, n);
+        int rc = stage_new(f, n);
         if (rc != SBF_OK)
             return rc;
         atomic_store_explicit(&f->nstages, n + 1, memory_order_release);
@@ -396,7 +400,7 @@ int sbf_union(struct sbf *dst, const struct sbf *src)
     uint32_t nd = atomic_load_explicit(&dst->nstages, memory_order_relaxed);
     uint32_t ns = atomic_load_explicit(&src->nstages, memory_order_acquire);
     for (uint32_t i = nd; i < ns; i++) {
-        int rc = sbf_stage_alloc(dst, i);
+        int rc = stage_new(dst, i);
         if (rc != SBF_OK) {
             while (i-- > nd)
                 stage_free(dst, &dst->stages[i]);

@@ -37,11 +37,11 @@ int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity,
                    struct bloom_geom *g);
 
 /*
- * Reserves and allocates zeroed bits for f->stages[i] (planned from f->params) and sets
- * its fields, items = 0. Does not publish it. Returns 0, SBF_ELIMIT or SBF_ENOMEM (then
- * nothing is held).
+ * Reserves and allocates zeroed bits for f->stages[i] with the capacity and geometry
+ * sbf_stage_plan gave, and sets its fields, items = 0. Does not publish it. Returns 0 or
+ * SBF_ENOMEM (then nothing is held).
  */
-int sbf_stage_alloc(struct sbf *f, uint32_t i);
+int sbf_stage_alloc(struct sbf *f, uint32_t i, uint64_t capacity, const struct bloom_geom *g);
 
 /* An empty shell with no stages (nstages = 0); NULL if out of memory. */
 struct sbf *sbf_shell_new(const struct sbf_params *p, const struct sbf_budget *budget);

@@ -1,0 +1,459 @@
+/*
+ * test_codec.c - the filter codec: round trips through odd-sized reads, every single-byte
+ * corruption and every truncation of a small encoding rejected, trailing bytes, version,
+ * size limits, callback failures, hostile headers that must not allocate, and an encode
+ * running beside the writer thread.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lib/sbf.h"
+#include "lib/sbf_internal.h"
+
+static struct sbf_hash key(uint64_t ns, uint64_t i)
+{
+    uint64_t v[2] = {ns, i};
+    return sbf_hash_key(v, sizeof(v));
+}
+
+/* ---- memory writer and reader ---- */
+
+struct out {
+    unsigned char *data;
+    size_t len, cap;
+    int writes, fail_at; /* fail the fail_at-th write (1-based); 0: never */
+};
+
+static int mem_write(void *ctx, const void *buf, size_t len)
+{
+    struct out *o = ctx;
+    if (++o->writes == o->fail_at)
+        return -1;
+    if (o->len + len > o->cap) {
+        size_t cap = (o->len + len) * 2;
+        unsigned char *d = realloc(o->data, cap);
+        if (!d)
+            return -1;
+        o->data = d;
+        o->cap = cap;
+    }
+    memcpy(o->data + o->len, buf, len);
+    o->len += len;
+    return 0;
+}
+
+struct in {
+    const unsigned char *data;
+    size_t len, pos;
+    size_t step;    /* most bytes returned per call (odd sizes exercise the loops) */
+    size_t fail_at; /* return -1 once pos reaches this; SIZE_MAX: never */
+};
+
+static long mem_read(void *ctx, void *buf, size_t len)
+{
+    struct in *r = ctx;
+    if (r->pos >= r->fail_at)
+        return -1;
+    size_t n = r->len - r->pos;
+    if (n > len)
+        n = len;
+    if (n > r->step)
+        n = r->step;
+    memcpy(buf, r->data + r->pos, n);
+    r->pos += n;
+    return (long)n;
+}
+
+static int decode(const unsigned char *data, size_t len, size_t step, uint64_t max_bytes,
+                  struct sbf **out)
+{
+    struct in r = {.data = data, .len = len, .step = step, .fail_at = SIZE_MAX};
+    *out = NULL;
+    return sbf_decode(mem_read, &r, max_bytes, NULL, out);
+}
+
+static struct out encode(const struct sbf *f)
+{
+    struct out o = {0};
+    assert_int_equal(sbf_encode(f, mem_write, &o), SBF_OK);
+    assert_int_equal(o.len, sbf_encoded_size(f));
+    return o;
+}
+
+/* A filter of capacity cap grown by adding n keys of namespace ns. */
+static struct sbf *filled(uint64_t cap, enum sbf_growth g, uint64_t ns, uint64_t n)
+{
+    struct sbf_params p;
+    sbf_params_default(&p);
+    p.capacity = cap;
+    p.growth = g;
+    struct sbf *f = NULL;
+    assert_int_equal(sbf_new(&p, NULL, &f), SBF_OK);
+    for (uint64_t i = 0; i < n; i++)
+        assert_int_equal(sbf_add(f, key(ns, i), NULL), SBF_OK);
+    return f;
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    struct sbf *fs[] = {filled(100000, SBF_GROWTH_EXPONENTIAL, 1, 0),
+                        filled(50, SBF_GROWTH_EXPONENTIAL, 2, 400),
+                        filled(1000, SBF_GROWTH_LINEAR, 3, 5000)};
+    const uint64_t nkeys[] = {0, 400, 5000}, ns[] = {1, 2, 3};
+    for (size_t t = 0; t < 3; t++) {
+        struct out o = encode(fs[t]);
+        const size_t steps[] = {1, 7, 4096, SIZE_MAX};
+        for (size_t s = 0; s < 4; s++) {
+            if (steps[s] == 1 && o.len > 100000)
+                continue;
+            struct sbf *g = NULL;
+            assert_int_equal(decode(o.data, o.len, steps[s], UINT64_MAX, &g), SBF_OK);
+            struct out o2 = encode(g);
+            assert_int_equal(o2.len, o.len);
+            assert_memory_equal(o2.data, o.data, o.len);
+            free(o2.data);
+
+            assert_true(sbf_compatible(fs[t], g));
+            struct sbf_info a, b;
+            sbf_info(fs[t], &a);
+            sbf_info(g, &b);
+            assert_memory_equal(&a, &b, sizeof(a));
+            for (uint64_t i = 0; i < nkeys[t]; i++)
+                assert_true(sbf_check(g, key(ns[t], i)));
+            /* The decoded filter keeps growing with the same geometry as the original. */
+            for (uint64_t i = nkeys[t]; i < nkeys[t] + 2000; i++) {
+                bool x, y;
+                assert_int_equal(sbf_checkadd(fs[t], key(ns[t], i), &x), SBF_OK);
+                assert_int_equal(sbf_checkadd(g, key(ns[t], i), &y), SBF_OK);
+                assert_int_equal(x, y);
+            }
+            o2 = encode(g);
+            struct out o3 = encode(fs[t]);
+            assert_int_equal(o2.len, o3.len);
+            assert_memory_equal(o2.data, o3.data, o3.len);
+            free(o2.data);
+            free(o3.data);
+            sbf_free(g);
+            /* Put the original back to its encoded state for the next read size. */
+            sbf_free(fs[t]);
+            assert_int_equal(decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &fs[t]), SBF_OK);
+        }
+        free(o.data);
+        sbf_free(fs[t]);
+    }
+}
+
+/* Small enough to try every byte: capacity 20, grown to 3 stages. */
+static struct out small_encoding(void)
+{
+    struct sbf *f = filled(20, SBF_GROWTH_EXPONENTIAL, 4, 100);
+    struct sbf_info info;
+    sbf_info(f, &info);
+    assert_int_equal(info.stages, 3);
+    struct out o = encode(f);
+    sbf_free(f);
+    return o;
+}
+
+static void test_every_corruption(void **state)
+{
+    (void)state;
+    struct out o = small_encoding();
+    /* Every wrong value of every byte of the headers (52 + 3 * 28 bytes); in the bits and
+     * checksum, which only the checksum guards, the low bit, high bit and all bits. */
+    const unsigned flips[] = {0x01, 0x80, 0xff};
+    size_t tried = 0;
+    for (size_t i = 0; i < o.len; i++) {
+        size_t nv = i < 52 + 3 * 28 ? 255 : sizeof(flips) / sizeof(flips[0]);
+        for (size_t j = 0; j < nv; j++) {
+            unsigned x = nv == 255 ? (unsigned)j + 1 : flips[j];
+            o.data[i] ^= (unsigned char)x;
+            struct sbf *f = NULL;
+            int rc = decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &f);
+            if (rc == SBF_OK)
+                fail_msg("byte %zu ^ 0x%02x accepted", i, x);
+            assert_null(f);
+            o.data[i] ^= (unsigned char)x;
+            tried++;
+        }
+    }
+    print_message("%zu corruptions of %zu bytes rejected\n", tried, o.len);
+    free(o.data);
+}
+
+static void test_every_truncation(void **state)
+{
+    (void)state;
+    struct out o = small_encoding();
+    for (size_t len = 0; len < o.len; len++) {
+        struct sbf *f = NULL;
+        assert_int_not_equal(decode(o.data, len, 13, UINT64_MAX, &f), SBF_OK);
+        assert_null(f);
+    }
+    /* One byte too many is as bad as one too few. */
+    unsigned char *longer = malloc(o.len + 1);
+    assert_non_null(longer);
+    memcpy(longer, o.data, o.len);
+    longer[o.len] = 0;
+    struct sbf *f = NULL;
+    assert_int_equal(decode(longer, o.len + 1, SIZE_MAX, UINT64_MAX, &f), SBF_ECORRUPT);
+    assert_null(f);
+    free(longer);
+    free(o.data);
+}
+
+static void test_version_and_limits(void **state)
+{
+    (void)state;
+    struct out o = small_encoding();
+    struct sbf *f = NULL;
+    o.data[8] = 2; /* version */
+    assert_int_equal(decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &f), SBF_EVERSION);
+    o.data[8] = 1;
+
+    assert_int_equal(decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &f), SBF_OK);
+    struct sbf_info info;
+    sbf_info(f, &info);
+    sbf_free(f);
+    assert_int_equal(decode(o.data, o.len, SIZE_MAX, info.bytes - 1, &f), SBF_ETOOBIG);
+    assert_null(f);
+    assert_int_equal(decode(o.data, o.len, SIZE_MAX, info.bytes, &f), SBF_OK);
+    sbf_free(f);
+    free(o.data);
+}
+
+/* Counts reservations; refuses everything when refuse is set. */
+struct budget {
+    int reserves;
+    bool refuse;
+    size_t used;
+};
+
+static bool reserve(void *ctx, size_t bytes)
+{
+    struct budget *b = ctx;
+    b->reserves++;
+    if (b->refuse)
+        return false;
+    b->used += bytes;
+    return true;
+}
+
+static void release(void *ctx, size_t bytes)
+{
+    struct budget *b = ctx;
+    b->used -= bytes;
+}
+
+static void test_callback_failures(void **state)
+{
+    (void)state;
+    struct sbf *f = filled(20, SBF_GROWTH_EXPONENTIAL, 5, 100);
+    struct out o = encode(f);
+    int writes = o.writes;
+    assert_true(writes >= 2);
+    for (int i = 1; i <= writes; i++) {
+        struct out bad = {.fail_at = i};
+        assert_int_equal(sbf_encode(f, mem_write, &bad), SBF_EIO);
+        free(bad.data);
+    }
+    for (size_t at = 0; at <= o.len; at += 17) {
+        struct in r = {.data = o.data, .len = o.len, .step = 64, .fail_at = at};
+        struct sbf *g = NULL;
+        assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, NULL, &g), SBF_EIO);
+        assert_null(g);
+    }
+    /* The budget refusing the bits: SBF_ENOMEM, nothing held. */
+    struct budget b = {.refuse = true};
+    struct sbf_budget sb = {.reserve = reserve, .release = release, .ctx = &b};
+    struct in r = {.data = o.data, .len = o.len, .step = SIZE_MAX, .fail_at = SIZE_MAX};
+    struct sbf *g = NULL;
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_ENOMEM);
+    assert_null(g);
+    assert_int_equal(b.used, 0);
+    b.refuse = false;
+    r.pos = 0;
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_OK);
+    struct sbf_info info;
+    sbf_info(g, &info);
+    assert_int_equal(b.used, info.bytes);
+    sbf_free(g);
+    assert_int_equal(b.used, 0);
+    free(o.data);
+    sbf_free(f);
+}
+
+/* ---- hostile headers, built by hand from the format description ---- */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (unsigned i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (unsigned i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t dbits(double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, sizeof(v));
+    return v;
+}
+
+/* Header + n stage headers whose geometry is right for p: only the sizes are hostile. */
+static size_t hostile(unsigned char *buf, const struct sbf_params *p, uint32_t n,
+                      uint32_t declared_n)
+{
+    memcpy(buf, "BLOOMSBF", 8);
+    put_u32(buf + 8, 1);
+    put_u32(buf + 12, declared_n);
+    put_u64(buf + 16, p->capacity);
+    put_u64(buf + 24, dbits(p->error));
+    put_u32(buf + 32, (uint32_t)p->growth);
+    put_u64(buf + 36, dbits(p->scale));
+    put_u64(buf + 44, dbits(p->ratio));
+    unsigned char *q = buf + 52;
+    for (uint32_t i = 0; i < n; i++, q += 28) {
+        uint64_t cap;
+        struct bloom_geom g;
+        assert_int_equal(sbf_stage_plan(p, i, &cap, &g), SBF_OK);
+        put_u64(q, cap);
+        put_u64(q + 8, 0);
+        put_u64(q + 16, g.nblocks);
+        put_u32(q + 24, g.k);
+    }
+    memset(q, 0, 64); /* a little of the bits */
+    return (size_t)(q - buf) + 64;
+}
+
+static void test_hostile_headers(void **state)
+{
+    (void)state;
+    static unsigned char buf[52 + 28 * 70 + 64];
+    struct budget b = {0};
+    struct sbf_budget sb = {.reserve = reserve, .release = release, .ctx = &b};
+    struct sbf_params p;
+    sbf_params_default(&p);
+    p.capacity = SBF_MAX_CAPACITY; /* terabytes of bits: must never be allocated */
+    struct sbf *f = NULL;
+    struct in r = {.data = buf, .step = SIZE_MAX, .fail_at = SIZE_MAX};
+
+    r.len = hostile(buf, &p, 1, 1);
+    assert_int_equal(sbf_decode(mem_read, &r, 1 << 20, &sb, &f), SBF_ETOOBIG);
+    /* 64 stages, 1 GiB each would pass a budget of 2^40 but not max_bytes. */
+    p.capacity = 500000000;
+    p.scale = 1;
+    r.pos = 0;
+    r.len = hostile(buf, &p, 64, 64);
+    assert_int_equal(sbf_decode(mem_read, &r, (uint64_t)1 << 36, &sb, &f), SBF_ETOOBIG);
+    assert_int_equal(b.reserves, 0);
+
+    /* Wrong counts and fields. */
+    sbf_params_default(&p);
+    const uint32_t counts[] = {0, 65, UINT32_MAX};
+    for (size_t i = 0; i < 3; i++) {
+        r.pos = 0;
+        r.len = hostile(buf, &p, 1, counts[i]);
+        assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
+    }
+    const double bad_errors[] = {0.0, 1.0, -0.5, 2.0};
+    for (size_t i = 0; i < 4; i++) {
+        r.pos = 0;
+        r.len = hostile(buf, &p, 1, 1);
+        put_u64(buf + 24, dbits(bad_errors[i]));
+        assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
+    }
+    put_u64(buf + 24, UINT64_C(0x7ff8000000000001)); /* NaN */
+    r.pos = 0;
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
+    r.pos = 0;
+    r.len = hostile(buf, &p, 1, 1);
+    put_u32(buf + 32, 2); /* growth */
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
+    r.pos = 0;
+    r.len = hostile(buf, &p, 1, 1);
+    put_u64(buf + 52 + 16, 1); /* nblocks that does not match the parameters */
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
+    r.pos = 0;
+    r.len = hostile(buf, &p, 1, 1);
+    memcpy(buf, "BLOOMSBX", 8);
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
+    assert_int_equal(b.reserves, 0);
+    assert_null(f);
+}
+
+/*
+ * Encoding beside the writer: every key added before the encode started must be in the
+ * decoded copy (bits are read with relaxed atomics, stages published with release).
+ */
+struct race {
+    struct sbf *f;
+    atomic_ullong done;
+    atomic_bool stop;
+    int rounds, misses;
+};
+
+static void *encoder(void *arg)
+{
+    struct race *r = arg;
+    while (!atomic_load(&r->stop) || r->rounds == 0) {
+        uint64_t n = atomic_load_explicit(&r->done, memory_order_acquire);
+        struct out o = {0};
+        struct sbf *g = NULL;
+        /* No cmocka asserts off the main thread: failures are counted as misses. The
+         * header's item counts may lag the bits; it is still a valid encoding. */
+        if (sbf_encode(r->f, mem_write, &o) != SBF_OK ||
+            decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &g) != SBF_OK) {
+            r->misses++;
+            free(o.data);
+            break;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            r->misses += !sbf_check(g, key(9, i));
+        sbf_free(g);
+        free(o.data);
+        r->rounds++;
+    }
+    return NULL;
+}
+
+static void test_encode_beside_writer(void **state)
+{
+    (void)state;
+    struct race r = {.f = filled(1000, SBF_GROWTH_EXPONENTIAL, 8, 0)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, encoder, &r), 0);
+    for (uint64_t i = 0; i < 20000; i++) {
+        assert_int_equal(sbf_add(r.f, key(9, i), NULL), SBF_OK);
+        atomic_store_explicit(&r.done, i + 1, memory_order_release);
+    }
+    atomic_store(&r.stop, true);
+    pthread_join(t, NULL);
+    assert_int_equal(r.misses, 0);
+    assert_true(r.rounds > 0);
+    sbf_free(r.f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),           cmocka_unit_test(test_every_corruption),
+        cmocka_unit_test(test_every_truncation),     cmocka_unit_test(test_version_and_limits),
+        cmocka_unit_test(test_callback_failures),    cmocka_unit_test(test_hostile_headers),
+        cmocka_unit_test(test_encode_beside_writer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
