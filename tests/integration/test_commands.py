@@ -1,0 +1,174 @@
+"""Every command of proto/PROTOCOL.md and its errors, over a real connection."""
+
+import pytest
+
+
+def test_version(client):
+    assert client.cmd("VERSION").startswith("VERSION ")
+    assert client.cmd("version") == client.cmd("VERSION")
+
+
+def test_create_and_options(client):
+    assert client.cmd("CREATE f1") == "CREATED"
+    assert client.cmd("CREATE f1") == "EXISTS"
+    assert client.cmd("create f2 capacity=5000 error=0.001 growth=linear scale=3 ratio=0.5") \
+        == "CREATED"
+    info = client.stats("INFO f2")
+    assert info["name"] == "f2"
+    assert info["capacity"] == "5000"
+    assert float(info["error"]) == pytest.approx(0.001)
+    assert info["growth"] == "linear"
+    assert float(info["scale"]) == 3
+    assert float(info["ratio"]) == 0.5
+    for field in ("stages", "bytes", "items", "estimated_items", "estimated_error"):
+        assert field in info
+
+
+@pytest.mark.parametrize("request_line", [
+    "CREATE bad error=0", "CREATE bad error=1", "CREATE bad error=abc",
+    "CREATE bad capacity=0", "CREATE bad capacity=-1", "CREATE bad growth=cubic",
+    "CREATE bad scale=0.5", "CREATE bad scale=1000", "CREATE bad ratio=1",
+    "CREATE bad nonsense=1", "CREATE bad capacity=10 capacity=20", "CREATE",
+])
+def test_create_bad_arguments(client, request_line):
+    assert client.cmd(request_line).startswith("CLIENT_ERROR ")
+    assert client.cmd("INFO bad") == "NOT_FOUND"
+    assert client.cmd("VERSION").startswith("VERSION ")  # still usable
+
+
+def test_add_check_checkadd(client):
+    assert client.cmd("CREATE f") == "CREATED"
+    assert client.cmd("ADD f a b c") == "ADDED 3"
+    assert client.cmd("ADD f a b d") == "ADDED 1"
+    assert client.cmd("CHECK f a b c d e") == "1 1 1 1 0"
+    assert client.cmd("CHECKADD f e e a z") == "0 1 1 0"
+    assert client.cmd("CHECK f e z") == "1 1"
+    info = client.stats("INFO f")
+    assert info["items"] == "6"
+
+
+def test_many_keys_one_line(client):
+    assert client.cmd("CREATE big capacity=100000") == "CREATED"
+    keys = ["key%d" % i for i in range(5000)]
+    assert client.cmd("ADD big " + " ".join(keys)) == "ADDED 5000"
+    reply = client.cmd("CHECK big " + " ".join(keys + ["never%d" % i for i in range(1000)]))
+    bits = reply.split(" ")
+    assert bits[:5000] == ["1"] * 5000
+    assert bits[5000:].count("1") < 50
+
+
+def test_binary_keys(client):
+    assert client.cmd("CREATE bin") == "CREATED"
+    key = bytes(range(33, 256)).decode("latin-1")
+    client.send(("ADD bin %s\r\n" % key).encode("latin-1"))
+    assert client.line() == "ADDED 1"
+    client.send(("CHECK bin %s x\r\n" % key).encode("latin-1"))
+    assert client.line() == "1 0"
+
+
+def test_missing_filter(client):
+    for req in ("ADD nope a", "CHECK nope a", "CHECKADD nope a", "INFO nope", "DROP nope",
+                "CLEAR nope", "UNION x nope", "INTERSECT x nope"):
+        assert client.cmd(req) == "NOT_FOUND", req
+
+
+def test_union_intersect(client):
+    assert client.cmd("CREATE a") == "CREATED"
+    assert client.cmd("CREATE b") == "CREATED"
+    assert client.cmd("ADD a 1 2 3") == "ADDED 3"
+    assert client.cmd("ADD b 3 4") == "ADDED 2"
+    assert client.cmd("UNION u a b") == "OK"  # u created from a's parameters
+    assert client.cmd("CHECK u 1 2 3 4 5") == "1 1 1 1 0"
+    assert client.cmd("UNION a b") == "OK"
+    assert client.cmd("CHECK a 4") == "1"
+    assert client.cmd("CREATE c") == "CREATED"
+    assert client.cmd("ADD c 3 9") == "ADDED 2"
+    assert client.cmd("INTERSECT c b") == "OK"
+    assert client.cmd("CHECK c 3 4 9") == "1 0 0"
+    assert client.cmd("INTERSECT i a c") == "OK"
+    assert client.cmd("CHECK i 3 1 4") == "1 0 0"
+    assert client.cmd("CREATE other capacity=10") == "CREATED"
+    assert client.cmd("UNION other a").startswith("CLIENT_ERROR incompatible")
+    assert client.cmd("INTERSECT a other").startswith("CLIENT_ERROR incompatible")
+    assert client.cmd("UNION a b nope") == "NOT_FOUND"
+    assert client.cmd("UNION a").startswith("CLIENT_ERROR")
+
+
+def test_list(client):
+    assert client.block("LIST") == []
+    for name in ("web-2", "web-10", "api", "web.x"):
+        assert client.cmd("CREATE %s capacity=1000" % name) == "CREATED"
+    assert client.cmd("ADD api a b") == "ADDED 2"
+    lines = client.block("LIST")
+    names = [line.split(" ")[1] for line in lines]
+    assert names == sorted(names) == ["api", "web-10", "web-2", "web.x"]
+    fields = lines[0].split(" ")
+    assert fields[0] == "FILTER" and fields[2] == "2" and int(fields[3]) > 0
+    assert float(fields[5]) == pytest.approx(0.01)
+    assert [line.split(" ")[1] for line in client.block("LIST web")] == \
+        ["web-10", "web-2", "web.x"]
+    assert client.block("LIST zzz") == []
+
+
+def test_drop_and_clear(client):
+    assert client.cmd("CREATE f capacity=1000 error=0.05") == "CREATED"
+    assert client.cmd("ADD f a b") == "ADDED 2"
+    assert client.cmd("CLEAR f") == "OK"
+    assert client.cmd("CHECK f a b") == "0 0"
+    info = client.stats("INFO f")
+    assert info["capacity"] == "1000" and float(info["error"]) == pytest.approx(0.05)
+    assert info["items"] == "0"
+    assert client.cmd("DROP f") == "DELETED"
+    assert client.cmd("CHECK f a") == "NOT_FOUND"
+    assert client.cmd("DROP f") == "NOT_FOUND"
+    assert client.cmd("CREATE f") == "CREATED"
+
+
+def test_flush_does_not_pretend(client):
+    reply = client.cmd("FLUSH")
+    assert reply == "OK" or reply.startswith("SERVER_ERROR")
+
+
+def test_stats_counters(client, bloomd):
+    assert client.cmd("CREATE s") == "CREATED"
+    assert client.cmd("ADD s a b c") == "ADDED 3"
+    assert client.cmd("CHECK s a q") == "1 0"
+    assert client.cmd("CHECKADD s a q") == "1 0"
+    st = client.stats()
+    assert int(st["uptime"]) >= 0
+    assert st["curr_connections"] == "1"
+    assert int(st["total_connections"]) >= 1
+    assert st["keys_added"] == "4"
+    assert st["keys_checked"] == "4"
+    assert st["filters"] == "1"
+    assert int(st["memory_bytes"]) > 0
+    assert int(st["commands"]) == 5
+    with bloomd.client() as other:
+        assert other.stats()["curr_connections"] == "2"
+
+
+def test_errors_leave_connection_usable(client):
+    assert client.cmd("NOSUCHCOMMAND x") == "ERROR"
+    assert client.cmd("ADD").startswith("CLIENT_ERROR")
+    assert client.cmd("CHECK").startswith("CLIENT_ERROR")
+    assert client.cmd("INFO").startswith("CLIENT_ERROR")
+    assert client.cmd("VERSION extra").startswith("CLIENT_ERROR")
+    client.send(b"CREATE k\r\nADD k a\x00b\r\n")
+    assert client.line() == "CREATED"
+    assert client.line().startswith("CLIENT_ERROR")
+    client.send(b"\r\n   \r\nVERSION\n")  # blank lines get no reply; \n alone works
+    assert client.line().startswith("VERSION ")
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", ".hidden", "x" * 300, "a\\b", "..", "a*b"])
+def test_hostile_names(client, name, bloomd):
+    assert client.cmd("CREATE " + name).startswith("CLIENT_ERROR")
+    assert client.cmd("ADD %s k" % name).startswith("CLIENT_ERROR")
+    assert client.block("LIST") == []
+    assert list(bloomd.data_dir.iterdir()) == []
+
+
+def test_quit(client):
+    client.send("VERSION\r\nQUIT\r\nVERSION\r\n")
+    data = client.read_until_closed().decode()
+    assert data.startswith("VERSION ") and data.count("VERSION") == 1, data
