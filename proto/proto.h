@@ -62,7 +62,8 @@ struct proto_create {
  * while it is. `name` is the filter (the destination for UNION/INTERSECT, the optional
  * prefix for LIST and the optional filter for FLUSH; len 0 when absent). `args` is the
  * rest of the line after the name: keys for ADD/CHECK/CHECKADD, source filters for
- * UNION/INTERSECT; walk it with proto_next_arg(). Every arg was validated by the parser.
+ * UNION/INTERSECT, the options for CREATE (already decoded into `create`); walk it with
+ * proto_next_arg(). `nargs` counts them. Every arg was validated by the parser.
  */
 struct proto_request {
     enum proto_cmd cmd;
@@ -134,7 +135,7 @@ struct proto_buf {
 void proto_buf_free(struct proto_buf *b);
 void proto_buf_reset(struct proto_buf *b); /* len = 0, failed = false; keeps the memory */
 
-/* Each appends one complete reply line ending in "\r\n". */
+/* Each appends one complete reply line ending in "\r\n"; text arguments must not hold \r or \n. */
 void proto_reply_word(struct proto_buf *b, const char *word); /* "CREATED" */
 /* "CLIENT_ERROR why"; just the kind when why is NULL or empty. */
 void proto_reply_error(struct proto_buf *b, const char *kind, const char *why);
