@@ -17,7 +17,7 @@ BATCH_DEPTH=${BENCH_BATCH_DEPTH:-8} # requests in flight per connection, batched
 CAPACITY=${BENCH_CAPACITY:-1000000} # bloomd filter: first-stage capacity ...
 ERROR=${BENCH_ERROR:-0.01}          # ... and promised false-positive rate
 RIGHT_SIZED=${BENCH_RIGHT_SIZED:-1} # also a bloomd row with capacity = KEYS
-ROW_SECONDS=${BENCH_ROW_SECONDS:-60} # time bound per row (a row cut short is marked)
+BUDGET=${BENCH_SECONDS:-140}        # wall-clock budget for all rows (a row cut short is marked)
 LOADGEN=${LOADGEN:-build/rel/bench/loadgen}
 BLOOMD=${BLOOMD:-build/bloomd}
 
@@ -110,13 +110,17 @@ start_memcached() {
 }
 
 ROWS=()      # "label|result line" per row; result empty when the row failed
+NROWS=$((5 + (RIGHT_SIZED == 1)))
 FAILED=0
 
 # row LABEL SERVER LOADGEN-ARGS...: fresh server, RSS before/after, one loadgen run.
 row() {
     local label=$1 server=$2
     shift 2
-    echo "== $label" >&2
+    # Each row gets an equal share of what is left, so fast rows leave time to slow ones.
+    local bound=$(((BUDGET - SECONDS) / (NROWS - ${#ROWS[@]})))
+    [ "$bound" -ge 5 ] || bound=5
+    echo "== $label (at most ${bound}s)" >&2
     if ! "start_$server" "${#ROWS[@]}"; then
         echo "run_net.sh: $server did not start" >&2
         ROWS+=("$label|")
@@ -127,7 +131,7 @@ row() {
     local before after out rc=0
     before=$(rss_kb "$PID")
     out=$("$LOADGEN" --port "$PORT" --keys "$KEYS" --key-len "$KEY_LEN" --repeat "$REPEAT" --conns "$CONNS" \
-        --duration "$ROW_SECONDS" "$@") || rc=$?
+        --duration "$bound" "$@") || rc=$?
     after=$(rss_kb "$PID")
     cleanup
     printf '%s\n' "$out" | grep '^#' >&2 || true
