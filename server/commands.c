@@ -73,10 +73,6 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
     if (o->set & PROTO_OPT_RATIO)
         p.ratio = o->ratio;
 
-    if (p.capacity > SBF_MAX_CAPACITY) {
-        proto_reply_error(out, ERR_CLIENT, "capacity too large");
-        return;
-    }
     if (!(p.scale >= 1 && p.scale <= 64)) {
         proto_reply_error(out, ERR_CLIENT, "scale must be between 1 and 64");
         return;
