@@ -17,6 +17,9 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # runc cannot raise RLIMIT_NOFILE/NPROC inside this kind of sandbox; podman's defaults
 # ask for more than the host allows, so every container gets explicit limits.
 LIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=4096:4096)
+# Podman schedules periodic health checks with systemd timers, absent here: the test
+# runs the image's HEALTHCHECK itself with `podman healthcheck run`.
+HEALTH="--health-interval=disable"
 work=$(mktemp -d /tmp/bloomd-docker-test.XXXXXX)
 
 say() { printf '== %s\n' "$*"; }
@@ -82,7 +85,7 @@ say "image size: $(podman image inspect --format '{{.Size}}' "$TAG") bytes"
 
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run_bloomd() {
-    podman run -d --name "$NAME" "${LIMITS[@]}" -p "127.0.0.1:$port:8673" \
+    podman run -d --name "$NAME" "${LIMITS[@]}" $HEALTH -p "127.0.0.1:$port:8673" \
         -v "$VOLUME:/data" "$TAG" >/dev/null
 }
 wait_healthy() {
@@ -159,7 +162,7 @@ podman build --format docker --pull=never "${LIMITS[@]}" \
     -t localhost/bloomd-click-worker:test . >"$work/worker-build.log" 2>&1 \
     || { tail -20 "$work/worker-build.log"; fail "worker build"; }
 podman pod create --name "$POD" >/dev/null
-podman run -d --pod "$POD" --name "$NAME" "${LIMITS[@]}" -v "$VOLUME:/data" "$TAG" >/dev/null
+podman run -d --pod "$POD" --name "$NAME" "${LIMITS[@]}" $HEALTH -v "$VOLUME:/data" "$TAG" >/dev/null
 wait_healthy
 out=$(timeout 120 podman run --rm --pod "$POD" "${LIMITS[@]}" \
     localhost/bloomd-click-worker:test --demo 20000 --seed 7 2>&1 >/dev/null | tail -1)

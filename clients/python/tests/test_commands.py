@@ -1,5 +1,6 @@
 """Every Client method against a real daemon, including the error replies."""
 import threading
+from typing import Iterator, List, Union
 
 import pytest
 
@@ -9,7 +10,7 @@ from conftest import Daemon
 
 
 @pytest.fixture
-def client(daemon: Daemon):
+def client(daemon: Daemon) -> Iterator[Client]:
     with Client.from_url(daemon.url, timeout=30) as c:
         yield c
 
@@ -52,7 +53,7 @@ def test_add_check_checkadd(client: Client, fname: str) -> None:
     # Non-ASCII str keys are UTF-8 and the same key as their bytes.
     client.add(fname, "caf\u00e9")
     assert client.check(fname, "caf\u00e9".encode()) is True
-    assert client.info(fname)["items"] >= 6
+    assert int(client.info(fname)["items"]) >= 6
 
 
 def test_missing_filter_is_not_found(client: Client) -> None:
@@ -78,7 +79,8 @@ def test_not_found_in_a_long_pipeline(daemon: Daemon) -> None:
 
 def test_invalid_keys_and_names_are_refused_before_sending(client: Client, fname: str) -> None:
     client.create(fname)
-    for bad in ["a b", "tab\there", "cr\r", "lf\n", b"nul\x00", "", b""]:
+    bads: List[Union[str, bytes]] = ["a b", "tab\there", "cr\r", "lf\n", b"nul\x00", "", b""]
+    for bad in bads:
         with pytest.raises(InvalidKey):
             client.add(fname, ["fine", bad])
     assert client.check(fname, "fine") is False  # nothing of the batch was sent

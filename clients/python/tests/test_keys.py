@@ -1,4 +1,6 @@
 """Key encoding and hashing, URLs and $BLOOMD_URL (client-side; one round trip)."""
+from typing import List, Union
+
 import pytest
 
 from bloomd_client import Client, InvalidKey, hashed_key, parse_url
@@ -32,7 +34,7 @@ def test_auto_mode_hashes_only_long_or_unsendable_keys() -> None:
 
 
 def test_hashed_keys_round_trip(daemon: Daemon, fname: str) -> None:
-    keys = [b"binary \x00\r\n key", "x" * 5000, "plain"]
+    keys: List[Union[str, bytes]] = [b"binary \x00\r\n key", "x" * 5000, "plain"]
     with Client.from_url(daemon.url, hash_keys="auto", hash_threshold=64) as c:
         c.create(fname)
         assert c.checkadd(fname, keys) == [False, False, False]

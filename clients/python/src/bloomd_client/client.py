@@ -197,8 +197,8 @@ class Client:
         self._batch(b"ADD", name, encoded, on_reply, resend=True)
         return added[0]
 
-    @overload
-    def check(self, name: str, keys: Key) -> bool: ...
+    @overload  # a str is also an Iterable[str]: the single-key form wins
+    def check(self, name: str, keys: Key) -> bool: ...  # type: ignore[misc]
     @overload
     def check(self, name: str, keys: Iterable[Key]) -> List[bool]: ...
 
@@ -207,8 +207,8 @@ class Client:
         a bool for one key, a list in input order for an iterable."""
         return self._bits(b"CHECK", name, keys)
 
-    @overload
-    def checkadd(self, name: str, keys: Key) -> bool: ...
+    @overload  # a str is also an Iterable[str]: the single-key form wins
+    def checkadd(self, name: str, keys: Key) -> bool: ...  # type: ignore[misc]
     @overload
     def checkadd(self, name: str, keys: Iterable[Key]) -> List[bool]: ...
 

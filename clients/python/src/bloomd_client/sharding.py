@@ -122,19 +122,22 @@ class ShardedClient:
 
     def add(self, name: str, keys: Keys) -> int:
         _, parts = self._split(_key_list(keys)[1])
-        return sum(self._run([(self.shards[s], lambda c, ks=ks: c._add_encoded(name, ks))
-                              for s, (_, ks) in parts.items()]))
 
-    @overload
-    def check(self, name: str, keys: Key) -> bool: ...
+        def job(chunk: List[bytes]) -> Callable[[Client], int]:
+            return lambda c: c._add_encoded(name, chunk)
+
+        return sum(self._run([(self.shards[s], job(ks)) for s, (_, ks) in parts.items()]))
+
+    @overload  # a str is also an Iterable[str]: the single-key form wins
+    def check(self, name: str, keys: Key) -> bool: ...  # type: ignore[misc]
     @overload
     def check(self, name: str, keys: Iterable[Key]) -> List[bool]: ...
 
     def check(self, name: str, keys: Keys) -> Union[bool, List[bool]]:
         return self._bits(name, keys, add=False)
 
-    @overload
-    def checkadd(self, name: str, keys: Key) -> bool: ...
+    @overload  # a str is also an Iterable[str]: the single-key form wins
+    def checkadd(self, name: str, keys: Key) -> bool: ...  # type: ignore[misc]
     @overload
     def checkadd(self, name: str, keys: Iterable[Key]) -> List[bool]: ...
 

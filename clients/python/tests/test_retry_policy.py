@@ -1,0 +1,68 @@
+"""Which requests are resent after a broken connection: a local listener that reads a
+request and hangs up without answering (a server dying mid-request)."""
+import socket
+import threading
+import time
+from typing import Iterator, List
+
+import pytest
+
+from bloomd_client import BloomdConnectionError, Client
+
+
+class HangUp:
+    """Accepts connections on 127.0.0.1, reads one chunk from each, closes it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.requests: List[bytes] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        deadline = time.monotonic() + 30
+        while self.running and time.monotonic() < deadline:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            with conn:
+                conn.settimeout(5)
+                self.requests.append(conn.recv(65536))
+
+    def stop(self) -> None:
+        self.running = False
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.fixture
+def hangup() -> Iterator[HangUp]:
+    h = HangUp()
+    yield h
+    h.stop()
+
+
+def client(port: int) -> Client:
+    return Client("127.0.0.1", port, timeout=5, retries=2, backoff=0.01, max_backoff=0.02)
+
+
+def test_check_is_resent_until_retries_run_out(hangup: HangUp) -> None:
+    with client(hangup.port) as c:
+        with pytest.raises(BloomdConnectionError, match="after 2 retries"):
+            c.check("f", ["a", "b"])
+    assert hangup.requests == [b"CHECK f a b\r\n"] * 3
+
+
+def test_checkadd_is_not_resent(hangup: HangUp) -> None:
+    with client(hangup.port) as c:
+        with pytest.raises(BloomdConnectionError, match="not retried"):
+            c.checkadd("f", ["a", "b"])
+        with pytest.raises(BloomdConnectionError, match="not retried"):
+            c.create("f")
+    assert hangup.requests == [b"CHECKADD f a b\r\n", b"CREATE f\r\n"]
