@@ -16,6 +16,8 @@ from typing import Callable, Iterator, List, Optional
 
 import pytest
 
+from bloomd_client import Client, ServerError
+
 REPO = Path(__file__).resolve().parents[3]
 BLOOMD_BIN = os.environ.get("BLOOMD_BIN", str(REPO / "build" / "asan" / "bloomd"))
 START_DEADLINE = 15.0
@@ -118,3 +120,14 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
 def fname(request: pytest.FixtureRequest) -> str:
     """A filter name unique to the test."""
     return re.sub(r"[^A-Za-z0-9_-]", "-", request.node.name)[:100]
+
+
+def flush_or_skip(client: Client, name: str) -> None:
+    """FLUSH the filter; skip the test while the daemon answers that snapshots are not
+    implemented (they arrive with issue 5), so the test runs as soon as they exist."""
+    try:
+        client.flush(name)
+    except ServerError as exc:
+        if "not implemented" in exc.message:
+            pytest.skip("FLUSH/snapshots not implemented in this daemon yet")
+        raise

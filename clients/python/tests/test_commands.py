@@ -6,7 +6,7 @@ import pytest
 
 from bloomd_client import (Client, ClientError, FilterSummary, InvalidKey, InvalidName,
                            NotFound)
-from conftest import Daemon
+from conftest import Daemon, flush_or_skip
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_union_incompatible_is_client_error(client: Client, fname: str) -> None:
         client.union(fname + "-1", fname + "-2")
 
 
-def test_list_drop_clear_flush(client: Client, fname: str) -> None:
+def test_list_drop_clear(client: Client, fname: str) -> None:
     client.create(fname + "-x", capacity=2000, error=0.01)
     client.create(fname + "-y")
     client.add(fname + "-x", ["1", "2", "3"])
@@ -121,8 +121,6 @@ def test_list_drop_clear_flush(client: Client, fname: str) -> None:
     assert isinstance(x, FilterSummary) and x.capacity == 2000 and x.items == 3
     assert x.bytes > 0 and x.error == pytest.approx(0.01)
     assert fname + "-x" in {f.name for f in client.list()}
-    client.flush(fname + "-x")
-    client.flush()
     client.clear(fname + "-x")
     assert client.check(fname + "-x", ["1", "2", "3"]) == [False, False, False]
     assert client.info(fname + "-x")["capacity"] == 2000
@@ -130,6 +128,14 @@ def test_list_drop_clear_flush(client: Client, fname: str) -> None:
     assert [f.name for f in client.list(fname)] == [fname + "-x"]
     with pytest.raises(NotFound):
         client.check(fname + "-y", "1")
+
+
+def test_flush(client: Client, fname: str) -> None:
+    client.create(fname)
+    flush_or_skip(client, fname)
+    client.flush()
+    with pytest.raises(NotFound):
+        client.flush(fname + "-missing")
 
 
 def test_threads_share_one_client(daemon: Daemon, fname: str) -> None:
