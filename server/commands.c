@@ -6,6 +6,7 @@
  */
 #include "server/commands.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -360,6 +361,79 @@ static void cmd_list(struct server *srv, const struct proto_request *req, struct
     }
     free(all);
     proto_reply_word(out, "END");
+}
+
+bool commands_runnable(const struct proto_request *req)
+{
+    return (req->cmd == PROTO_CMD_ADD || req->cmd == PROTO_CMD_CHECK ||
+            req->cmd == PROTO_CMD_CHECKADD) &&
+           req->nargs <= COMMANDS_RUN_KEYS;
+}
+
+bool commands_same_run(const struct proto_request *first, const struct proto_request *next)
+{
+    return commands_runnable(next) && next->cmd == first->cmd &&
+           next->name.len == first->name.len &&
+           memcmp(next->name.ptr, first->name.ptr, first->name.len) == 0;
+}
+
+void commands_execute_run(struct server *srv, const struct proto_request *reqs, size_t n,
+                          struct proto_buf *out)
+{
+    enum proto_cmd cmd = reqs[0].cmd;
+    srv->stats.commands += n;
+    srv->stats.cmd[cmd] += n;
+    struct filter *f = lookup(srv, reqs[0].name);
+    if (f == NULL) {
+        for (size_t i = 0; i < n; i++)
+            proto_reply_word(out, "NOT_FOUND");
+        return;
+    }
+    struct sbf_hash h[COMMANDS_BATCH];
+    bool bits[COMMANDS_BATCH];
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct proto_slice rest = reqs[i].args, key;
+        while (proto_next_arg(&rest, &key)) {
+            assert(total < COMMANDS_BATCH);
+            h[total++] = sbf_hash_key(key.ptr, key.len);
+        }
+    }
+    int rc = SBF_OK;
+    if (cmd == PROTO_CMD_CHECK)
+        sbf_check_batch(f->sbf, h, total, bits);
+    else
+        rc = sbf_checkadd_batch(f->sbf, h, total, bits); /* ADD is CHECKADD, counted */
+    if (rc != SBF_OK) {
+        filter_touch(f); /* some keys may have been added before the failure */
+        for (size_t i = 0; i < n; i++)
+            reply_sbf_error(out, rc);
+        return;
+    }
+    uint64_t added = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t m = reqs[i].nargs;
+        if (cmd == PROTO_CMD_ADD) {
+            uint64_t a = 0;
+            for (size_t j = 0; j < m; j++)
+                a += !bits[k + j];
+            proto_reply_count(out, "ADDED", a);
+            added += a;
+        } else {
+            proto_reply_bits(out, bits + k, m, true);
+            proto_reply_end(out);
+            if (cmd == PROTO_CMD_CHECKADD)
+                for (size_t j = 0; j < m; j++)
+                    added += !bits[k + j];
+        }
+        k += m;
+    }
+    if (cmd != PROTO_CMD_ADD)
+        srv->stats.keys_checked += total;
+    srv->stats.keys_added += added;
+    if (added > 0)
+        filter_touch(f);
 }
 
 int commands_execute(struct server *srv, const struct proto_request *req, struct proto_buf *out,

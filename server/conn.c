@@ -26,6 +26,7 @@
 
 #define CONN_MIN_IN 16384           /* first size of a connection's own input buffer */
 #define CONN_KEEP_OUT (1024 * 1024) /* larger reply buffers are freed once drained */
+#define CONN_RUN 64                 /* pipelined small key requests merged into one lib batch */
 #define CONN_CLOSE_SECONDS 5        /* wait for a closing client to read its last reply */
 
 struct conn {
@@ -156,15 +157,27 @@ static size_t execute_all(struct conn *c, const char *buf, size_t len)
 {
     struct server *srv = c->srv;
     const struct proto_limits lim = {.max_line = srv->cfg.max_line};
+    struct proto_request run[CONN_RUN];
     size_t off = 0;
     while (off < len && !c->closing && !c->pending && unsent(c) <= srv->cfg.max_output) {
-        struct proto_request req;
+        struct proto_request *req = &run[0];
         size_t used = 0;
-        int st = proto_parse(buf + off, len - off, &lim, &req, &used);
+        int st = proto_parse(buf + off, len - off, &lim, req, &used);
         if (st == PROTO_MORE)
             break;
-        if (st == PROTO_OK) {
-            int r = commands_execute(srv, &req, &c->out, c);
+        if (st == PROTO_OK && commands_runnable(req)) {
+            /* Merge the small key requests that follow into one lib batch. */
+            size_t n = 1, keys = req->nargs, next_used;
+            while (n < sizeof(run) / sizeof(run[0]) && off + used < len &&
+                   proto_parse(buf + off + used, len - off - used, &lim, &run[n], &next_used) ==
+                       PROTO_OK &&
+                   commands_same_run(req, &run[n]) && keys + run[n].nargs <= COMMANDS_BATCH) {
+                keys += run[n++].nargs;
+                used += next_used;
+            }
+            commands_execute_run(srv, run, n, &c->out);
+        } else if (st == PROTO_OK) {
+            int r = commands_execute(srv, req, &c->out, c);
             if (r == CMD_CLOSE)
                 c->closing = true;
             else if (r == CMD_PENDING)
@@ -173,12 +186,12 @@ static size_t execute_all(struct conn *c, const char *buf, size_t len)
             srv->stats.errors++;
             log_msg(LOG_INFO, "client %s: line longer than %llu bytes, closing", c->peer,
                     (unsigned long long)srv->cfg.max_line);
-            proto_reply_parse_error(&c->out, st, &req);
+            proto_reply_parse_error(&c->out, st, req);
             c->closing = true;
             used = len - off; /* the rest of the stream is discarded */
         } else if (st != PROTO_BLANK) {
             srv->stats.errors++;
-            proto_reply_parse_error(&c->out, st, &req);
+            proto_reply_parse_error(&c->out, st, req);
         }
         off += used;
     }

@@ -108,6 +108,19 @@ static const char *keys_line(const char *cmd, const char *name, int from, int to
     return line;
 }
 
+/* Parses each line of text (terminated) into reqs; returns how many. */
+static size_t parse_lines(const char *text, struct proto_request *reqs, size_t max)
+{
+    struct proto_limits lim = {.max_line = PROTO_DEFAULT_MAX_LINE};
+    size_t n = 0, off = 0, len = strlen(text), used;
+    while (off < len && n < max) {
+        assert_int_equal(proto_parse(text + off, len - off, &lim, &reqs[n], &used), PROTO_OK);
+        off += used;
+        n++;
+    }
+    return n;
+}
+
 static void test_create(void **state)
 {
     (void)state;
@@ -340,9 +353,60 @@ static void test_out_of_memory(void **state)
     /* CHECKADD that needs to grow: the whole reply is the error, no partial bit line. */
     r = run(keys_line("CHECKADD", "f", 1000000, 1000000 + 5000));
     assert_string_equal(r, "SERVER_ERROR out of memory\r\n");
+    /* A merged run that needs to grow: every request of it gets the error. */
+    struct proto_request reqs[3];
+    parse_lines("CHECKADD f n1\nCHECKADD f n2\nCHECKADD f n3\n", reqs, 3);
+    proto_buf_reset(&out);
+    commands_execute_run(&srv, reqs, 3, &out);
+    assert_int_equal(out.len, 3 * strlen("SERVER_ERROR out of memory\r\n"));
+    assert_memory_equal(out.data, "SERVER_ERROR out of memory\r\nSERVER_ERROR", 40);
     assert_true(budget_used(&srv.budget) <= 256 * 1024);
     expect("DROP f", "DELETED");
     assert_int_equal(budget_used(&srv.budget), 0);
+}
+
+/* A merged run answers byte for byte like the same requests one at a time. */
+static void test_run_matches_single(void **state)
+{
+    (void)state;
+    static const char *const runs[] = {
+        "CHECKADD a x\nCHECKADD a y\nCHECKADD a x\nCHECKADD a y z x\nCHECKADD a q\n",
+        "ADD a x\nADD a x y\nADD a p p p\nADD a x\n",
+        "CHECK a x\nCHECK a nope\nCHECK a y z p q r\n",
+        "ADD missing k\nADD missing k\n",
+    };
+    expect("CREATE a capacity=50", "CREATED");
+    expect("CREATE b capacity=50", "CREATED");
+    static char single[4096], merged[4096];
+    for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+        struct proto_request reqs[16];
+        size_t n = parse_lines(runs[r], reqs, 16);
+        for (size_t i = 0; i < n; i++)
+            assert_true(commands_runnable(&reqs[i]) && commands_same_run(&reqs[0], &reqs[i]));
+        /* One at a time against filter a ... */
+        proto_buf_reset(&out);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(commands_execute(&srv, &reqs[i], &out, NULL), CMD_DONE);
+        memcpy(single, out.data, out.len);
+        single[out.len] = '\0';
+        /* ... and merged against filter b, which has seen the same history. */
+        for (size_t i = 0; i < n; i++) {
+            if (reqs[i].name.len == 1 && reqs[i].name.ptr[0] == 'a')
+                reqs[i].name.ptr = "b";
+        }
+        proto_buf_reset(&out);
+        commands_execute_run(&srv, reqs, n, &out);
+        memcpy(merged, out.data, out.len);
+        merged[out.len] = '\0';
+        assert_string_equal(merged, single);
+    }
+    struct proto_request two[2];
+    parse_lines("ADD a k\nCHECK a k\n", two, 2);
+    assert_false(commands_same_run(&two[0], &two[1]));
+    parse_lines("ADD a k\nADD b k\n", two, 2);
+    assert_false(commands_same_run(&two[0], &two[1]));
+    parse_lines("INFO a\nADD a k\n", two, 2);
+    assert_false(commands_runnable(&two[0]));
 }
 
 int main(void)
@@ -357,6 +421,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drop_while_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_info_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_misc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_matches_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_memory, setup_small_memory, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
