@@ -446,7 +446,7 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
     free(r.buf);
     close(fd);
     if (rc == 0)
-        return ops->loaded(ops->ctx, name, f, size) == 0
+        return ops->loaded(ops->ctx, name, f, size, (int64_t)st.st_mtime) == 0
                    ? 0
                    : fail_plain(err, SNAPFILE_STEP_NONE, SNAPFILE_ECALLER);
     if (rc == SBF_ENOMEM || (rc == SBF_ETOOBIG && caller_bound))

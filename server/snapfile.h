@@ -91,11 +91,12 @@ enum snapfile_event {
 
 struct snapfile_load_ops {
     /*
-     * A snapshot decoded: takes over f (the callee frees it). file_bytes is the file size.
+     * A snapshot decoded: takes over f (the callee frees it). file_bytes is the file size,
+     * mtime its modification time (Unix seconds).
      * Returns 0, or non-zero to stop the scan (snapfile_load_dir then returns
      * SNAPFILE_ECALLER).
      */
-    int (*loaded)(void *ctx, const char *name, struct sbf *f, uint64_t file_bytes);
+    int (*loaded)(void *ctx, const char *name, struct sbf *f, uint64_t file_bytes, int64_t mtime);
     /*
      * A file that was not loaded. file is the name inside dir; moved_to is the new name
      * for SNAPFILE_EV_QUARANTINED, else NULL; reason is a short text (NULL for

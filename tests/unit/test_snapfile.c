@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/sbf.h"
@@ -32,6 +33,7 @@ struct loaded {
     char name[160];
     struct sbf *f;
     uint64_t bytes;
+    int64_t mtime;
 };
 
 struct report {
@@ -87,7 +89,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static int on_loaded(void *ctx, const char *name, struct sbf *f, uint64_t bytes)
+static int on_loaded(void *ctx, const char *name, struct sbf *f, uint64_t bytes, int64_t mtime)
 {
     struct fixture *fx = ctx;
     if (fx->refuse_loaded) {
@@ -99,6 +101,7 @@ static int on_loaded(void *ctx, const char *name, struct sbf *f, uint64_t bytes)
     snprintf(l->name, sizeof l->name, "%s", name);
     l->f = f;
     l->bytes = bytes;
+    l->mtime = mtime;
     return 0;
 }
 
@@ -197,7 +200,7 @@ static void spit(const char *path, const unsigned char *buf, size_t len)
 
 static bool exists(const struct fixture *fx, const char *file)
 {
-    char path[256];
+    char path[512];
     struct stat st;
     return stat(path_of(fx, file, path, sizeof path), &st) == 0;
 }
@@ -206,7 +209,7 @@ static void write_ok(struct fixture *fx, const char *name, const struct sbf *f)
 {
     struct snapfile_error err;
     uint64_t bytes = 0;
-    char path[256], file[200];
+    char path[512], file[200];
     struct stat st;
     assert_int_equal(snapfile_write(fx->dir, name, f, NULL, NULL, &bytes, &err), 0);
     snprintf(file, sizeof file, "%s.bloom", name);
@@ -244,6 +247,8 @@ static void test_round_trip(void **state)
     assert_int_equal(lb.items, ib.items);
     assert_int_equal(lb.capacity, ib.capacity);
     assert_int_equal(lbf->bytes, sbf_encoded_size(b));
+    time_t now = time(NULL);
+    assert_true(lbf->mtime <= (int64_t)now && lbf->mtime >= (int64_t)now - 60);
     sbf_free(a);
     sbf_free(b);
 }
@@ -275,7 +280,7 @@ static void check_failure_keeps_old(struct fixture *fx,
                                     int (*how)(struct fixture *fx, const struct sbf *v2,
                                                struct snapfile_error *err))
 {
-    char path[256];
+    char path[512];
     size_t len1, len2;
     struct sbf *f = make_filter(1000, SBF_GROWTH_EXPONENTIAL, "v", 100);
     write_ok(fx, "keep", f);
@@ -310,7 +315,7 @@ static void test_keep_refused(void **state)
 
 static int fail_by_dir(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
 {
-    char path[256], msg[256];
+    char path[512], msg[256];
     assert_int_equal(mkdir(path_of(fx, "keep.bloom.tmp", path, sizeof path), 0755), 0);
     int rc = snapfile_write(fx->dir, "keep", f, NULL, NULL, NULL, err);
     assert_int_equal(rc, SNAPFILE_ESYS);
@@ -396,7 +401,7 @@ static void test_remove(void **state)
     struct fixture *fx = *state;
     struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "r", 5);
     struct snapfile_error err;
-    char path[256];
+    char path[512];
     write_ok(fx, "gone", f);
     write_ok(fx, "stays", f);
     spit(path_of(fx, "gone.bloom.tmp", path, sizeof path), (const unsigned char *)"x", 1);
@@ -416,7 +421,7 @@ enum damage { FLIP_HEADER, FLIP_BODY, CUT_ONE, CUT_HALF, GARBAGE, EMPTY, NDAMAGE
 
 static void damage(struct fixture *fx, const char *file, enum damage d)
 {
-    char path[256];
+    char path[512];
     size_t len;
     unsigned char *buf = slurp(path_of(fx, file, path, sizeof path), &len);
     assert_true(len > 64);
@@ -451,7 +456,7 @@ static void test_load_sets_damage_aside(void **state)
 {
     struct fixture *fx = *state;
     struct sbf *f = make_filter(2000, SBF_GROWTH_EXPONENTIAL, "d", 1500);
-    char file[64], path[256];
+    char file[64], path[512];
     size_t lens[NDAMAGE];
     unsigned char *contents[NDAMAGE];
     write_ok(fx, "good1", f);
