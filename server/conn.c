@@ -267,6 +267,7 @@ static void pump(struct conn *c)
     struct server *srv = c->srv;
     for (;;) {
         bool progress = !c->lingering && execute_buffered(c);
+        bool blocked = unsent(c) > srv->cfg.max_output; /* parsing waits for output room */
         if (c->out.failed) {
             log_msg(LOG_ERROR, "client %s: out of memory for replies, closing", c->peer);
             conn_close(c);
@@ -276,8 +277,11 @@ static void pump(struct conn *c)
             conn_close(c);
             return;
         }
-        /* Continue only if that freed room for requests still waiting in the buffer. */
-        if (!progress || unsent(c) > srv->cfg.max_output || c->closing || c->pending)
+        /*
+         * Go round again while requests may still be waiting in the buffer: after
+         * progress, or when the write just made room for parsing that was blocked.
+         */
+        if ((!progress && !blocked) || unsent(c) > srv->cfg.max_output || c->closing || c->pending)
             break;
     }
     /* After EOF, once nothing executable is left (an unfinished line is dropped). */

@@ -187,3 +187,18 @@ def test_idle_timeout(daemon_factory):
     assert busy.cmd("VERSION").startswith("VERSION ")
     busy.close()
     idle.close()
+
+
+def test_small_max_output_still_answers_everything(daemon_factory):
+    """Backpressure pauses parsing; buffered requests resume when the socket drains even
+    if the client sends nothing more."""
+    d = daemon_factory(["--max-output", "4K"])
+    with d.client() as c:
+        assert c.cmd("CREATE f") == "CREATED"
+        line = "CHECK f " + " ".join("k%d" % i for i in range(50)) + "\r\n"
+        # 20 KB in (one read), 10 KB of replies: more than max_output from a single read.
+        c.send(line * 100)
+        want = " ".join(["0"] * 50)
+        for i in range(100):
+            assert c.line() == want, i
+        assert c.cmd("VERSION").startswith("VERSION ")
