@@ -391,26 +391,66 @@ int config_load(struct config *c, int argc, char **argv, enum config_action *act
     return CONFIG_OK;
 }
 
+/* The value of option o in c, as a user would write it ("1M", "info", ""). */
+static void format_value(const struct config *c, const struct opt_def *o, char *buf, size_t len)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error"};
+    const char *field = (const char *)c + o->off;
+    uint64_t v;
+    switch (o->kind) {
+    case OPT_UINT:
+        snprintf(buf, len, "%u", *(const unsigned *)(const void *)field);
+        break;
+    case OPT_COUNT:
+        snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field);
+        break;
+    case OPT_SIZE: {
+        static const char *const suffixes[] = {"", "K", "M", "G", "T"};
+        v = *(const uint64_t *)(const void *)field;
+        size_t i = 0;
+        while (i < 4 && v != 0 && v % KIB == 0) {
+            v /= KIB;
+            i++;
+        }
+        snprintf(buf, len, "%llu%s", (unsigned long long)v, suffixes[i]);
+        break;
+    }
+    case OPT_STR:
+        snprintf(buf, len, "%s", field[0] != '\0' ? field : "none");
+        break;
+    case OPT_FRAC:
+        snprintf(buf, len, "%g", *(const double *)(const void *)field);
+        break;
+    case OPT_LEVEL:
+        snprintf(buf, len, "%s", levels[*(const int *)(const void *)field]);
+        break;
+    }
+}
+
 const char *config_usage(void)
 {
-    static char text[4096];
+    static char text[6144];
     if (text[0] != '\0')
         return text;
+    struct config def;
+    config_defaults(&def);
     size_t n = (size_t)snprintf(text, sizeof(text),
                                 "usage: bloomd [options]\n"
                                 "Keeps named scalable Bloom filters in memory and serves them "
                                 "over a text protocol.\n\n"
-                                "  -h, --help             this text\n"
-                                "  -V, --version          print the version and exit\n"
-                                "  --ping                 exit 0 if the configured server "
+                                "  -h, --help                     this text\n"
+                                "  -V, --version                  print the version and exit\n"
+                                "  --ping                         exit 0 if the configured server "
                                 "answers VERSION within 2 s\n");
     for (size_t i = 0; i < NOPTS && n < sizeof(text); i++) {
-        char flag[64];
+        char flag[64], value[64];
         size_t k = (size_t)snprintf(flag, sizeof(flag), "--%s %s", opts[i].name, opts[i].arg);
         for (size_t j = 2; j < k && flag[j] != ' '; j++)
             if (flag[j] == '_')
                 flag[j] = '-';
-        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-30s %s\n", flag, opts[i].help);
+        format_value(&def, &opts[i], value, sizeof(value));
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-30s %s [default: %s]\n", flag,
+                              opts[i].help, value);
     }
     if (n < sizeof(text))
         snprintf(text + n, sizeof(text) - n,

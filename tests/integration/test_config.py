@@ -127,3 +127,21 @@ def test_sigint_exits_zero(daemon_factory):
     with d.client() as c:
         assert c.cmd("CREATE f") == "CREATED"
         assert d.stop(signal.SIGINT) == 0
+
+
+def test_port_in_use_fails_cleanly(daemon_factory, tmp_path):
+    d = daemon_factory()
+    r = run(["--port", str(d.port), "--data-dir", str(tmp_path / "other")])
+    assert r.returncode == 1
+    assert "listen on 127.0.0.1:%d" % d.port in r.stderr, r.stderr
+    with d.client() as c:
+        assert c.cmd("VERSION").startswith("VERSION ")
+
+
+def test_unusable_log_file_or_data_dir(tmp_path):
+    r = run(["--port", "0", "--log-file", str(tmp_path / "no" / "such" / "dir" / "log")])
+    assert r.returncode == 2 and "log_file" in r.stderr, r.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = run(["--port", "0", "--data-dir", str(blocker)])
+    assert r.returncode == 1 and "data directory" in r.stderr, r.stderr

@@ -110,6 +110,9 @@ static void test_actions(void **state)
     assert_int_equal(c.port, 9);
     assert_non_null(strstr(config_usage(), "--max-memory"));
     assert_non_null(strstr(config_usage(), "--snapshot-interval"));
+    assert_non_null(strstr(config_usage(), "[default: 4M]"));   /* max_output */
+    assert_non_null(strstr(config_usage(), "[default: 8673]")); /* port */
+    assert_non_null(strstr(config_usage(), "[default: 0.01]")); /* default_error */
 }
 
 static void test_precedence(void **state)
