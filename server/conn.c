@@ -92,9 +92,13 @@ static void conn_close(struct conn *c)
     conn_free(c);
 }
 
+/*
+ * Adds or removes ev. Adding again an event that is on only updates its timeout (a heap
+ * operation, no system call), so a closing client gets the shorter close deadline.
+ */
 static void set_event(struct event *ev, bool *on, bool want, unsigned timeout)
 {
-    if (want && !*on) {
+    if (want && (!*on || timeout > 0)) {
         struct timeval tv = {.tv_sec = timeout, .tv_usec = 0};
         event_add(ev, timeout > 0 ? &tv : NULL);
     } else if (!want && *on) {
