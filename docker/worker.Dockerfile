@@ -3,7 +3,7 @@
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 COPY clients/python/src/bloomd_client /opt/bloomd/bloomd_client
 COPY docker/click_worker.py /opt/bloomd/click_worker.py
 ENV PYTHONPATH=/opt/bloomd PYTHONUNBUFFERED=1
