@@ -15,6 +15,7 @@
 #include "lib/sbf.h"
 #include "server/registry.h"
 #include "server/server.h"
+#include "server/snapshot.h"
 
 #define ERR_CLIENT "CLIENT_ERROR"
 #define ERR_SERVER "SERVER_ERROR"
@@ -341,6 +342,7 @@ static void cmd_info(struct server *srv, const struct proto_request *req, struct
     proto_reply_stat_u64(out, "items", info.items);
     proto_reply_stat_double(out, "estimated_items", est.items);
     proto_reply_stat_double(out, "estimated_error", est.error);
+    snapshot_write_info(f, out);
     proto_reply_word(out, "END");
 }
 
@@ -439,7 +441,6 @@ void commands_execute_run(struct server *srv, const struct proto_request *reqs, 
 int commands_execute(struct server *srv, const struct proto_request *req, struct proto_buf *out,
                      struct conn *conn)
 {
-    (void)conn; /* for asynchronous replies (FLUSH, once snapshots land) */
     srv->stats.commands++;
     srv->stats.cmd[req->cmd]++;
     switch (req->cmd) {
@@ -468,16 +469,18 @@ int commands_execute(struct server *srv, const struct proto_request *req, struct
         cmd_list(srv, req, out);
         break;
     case PROTO_CMD_DROP:
-        proto_reply_word(
-            out, registry_remove(srv->reg, req->name.ptr, req->name.len) ? "DELETED" : "NOT_FOUND");
+        if (registry_remove(srv->reg, req->name.ptr, req->name.len)) {
+            snapshot_forget(srv->snap, req->name.ptr, req->name.len);
+            proto_reply_word(out, "DELETED");
+        } else {
+            proto_reply_word(out, "NOT_FOUND");
+        }
         break;
     case PROTO_CMD_CLEAR:
         cmd_clear(srv, req, out);
         break;
     case PROTO_CMD_FLUSH:
-        /* TODO(issue 5): snapshot to disk and answer OK when durable. */
-        proto_reply_error(out, ERR_SERVER, "not implemented");
-        break;
+        return snapshot_cmd_flush(srv, req->name, out, conn);
     case PROTO_CMD_STATS:
         stats_write(srv, out);
         break;

@@ -32,6 +32,7 @@ struct filter *filter_new(const char *name, size_t len, struct sbf *f)
     atomic_init(&flt->refs, 1);
     atomic_init(&flt->dropped, false);
     atomic_init(&flt->changes, 1);
+    atomic_init(&flt->saved_at, 0);
     flt->sbf = f;
     flt->name_len = len;
     memcpy(flt->name, name, len);

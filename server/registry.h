@@ -24,6 +24,7 @@ struct filter {
     _Atomic uint32_t refs;    /* the table's reference plus one per holder */
     _Atomic bool dropped;     /* set when DROP removed it from the table */
     _Atomic uint64_t changes; /* bumped by every mutation; starts at 1 (never saved) */
+    _Atomic int64_t saved_at; /* Unix time of its last snapshot, 0 if none (snapshot.c) */
     struct sbf *sbf;          /* owned; never replaced */
     size_t name_len;
     char name[]; /* NUL-terminated copy (names never contain NUL) */

@@ -17,6 +17,7 @@
 #include "server/listen.h"
 #include "server/log.h"
 #include "server/registry.h"
+#include "server/snapshot.h"
 
 int server_init(struct server *srv, const struct config *cfg)
 {
@@ -83,12 +84,16 @@ int server_run(struct server *srv)
         log_msg(LOG_ERROR, "data directory %s: %s", srv->cfg.data_dir, strerror(errno));
         return SERVER_EIO;
     }
+    if (snapshot_load(srv) != 0)
+        return SERVER_EIO;
     srv->rbuf = malloc(SERVER_RBUF);
     srv->base = event_base_new();
     if (srv->rbuf == NULL || srv->base == NULL) {
         log_msg(LOG_ERROR, "cannot create the event loop");
         return SERVER_ENOMEM;
     }
+    if (snapshot_start(srv) != 0)
+        return SERVER_EIO;
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         event_callback_fn fn = sigs[i] == SIGHUP ? on_hup : on_stop;
@@ -106,12 +111,14 @@ int server_run(struct server *srv)
         log_msg(LOG_ERROR, "event loop failed");
         return SERVER_EIO;
     }
+    int rc = snapshot_stop(srv) == 0 ? SERVER_OK : SERVER_EIO;
     log_msg(LOG_INFO, "stopped");
-    return SERVER_OK;
+    return rc;
 }
 
 void server_destroy(struct server *srv)
 {
+    snapshot_stop(srv); /* after a failed start-up: nothing to write, joins the thread */
     listener_close(srv);
     if (srv->base != NULL)
         conn_close_all(srv);

@@ -11,6 +11,7 @@
 
 #include "server/registry.h"
 #include "server/server.h"
+#include "server/snapshot.h"
 
 static uint64_t now_ns(void)
 {
@@ -57,5 +58,6 @@ void stats_write(const struct server *srv, struct proto_buf *out)
     proto_reply_stat_u64(out, "filters", registry_count(srv->reg));
     proto_reply_stat_u64(out, "memory_bytes", budget_used(&srv->budget));
     proto_reply_stat_u64(out, "memory_limit", srv->budget.limit);
+    snapshot_write_stats(srv->snap, out);
     proto_reply_word(out, "END");
 }

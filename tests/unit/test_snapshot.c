@@ -1,0 +1,254 @@
+/*
+ * test_snapshot.c - unit tests of the snapshot thread (server/snapshot.c) with a real
+ * event loop and registry but no sockets: dirty tracking, FIFO order of writes and
+ * deletes, failures that keep the filter dirty and are retried, the final snapshot at
+ * stop, and loading it back clean.
+ */
+#include <setjmp.h> /* cmocka needs these first */
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <event2/event.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/sbf.h"
+#include "server/config.h"
+#include "server/log.h"
+#include "server/registry.h"
+#include "server/server.h"
+#include "server/snapshot.h"
+
+struct fixture {
+    char dir[64];
+    struct server srv;
+    int calls;    /* done callbacks seen */
+    int last_err; /* of the last one */
+    char last_why[256];
+};
+
+static void start(struct fixture *fx)
+{
+    struct config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", fx->dir);
+    cfg.snapshot_interval = 0;
+    assert_int_equal(server_init(&fx->srv, &cfg), SERVER_OK);
+    fx->srv.base = event_base_new();
+    assert_non_null(fx->srv.base);
+    assert_int_equal(snapshot_load(&fx->srv), 0);
+    assert_int_equal(snapshot_start(&fx->srv), 0);
+    assert_non_null(fx->srv.snap);
+}
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/test_snapshot.XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    start(fx);
+    *state = fx;
+    return 0;
+}
+
+static void remove_files(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    server_destroy(&fx->srv);
+    remove_files(fx->dir);
+    free(fx);
+    return 0;
+}
+
+static void on_done(void *arg, int err, const char *why)
+{
+    struct fixture *fx = arg;
+    fx->calls++;
+    fx->last_err = err;
+    snprintf(fx->last_why, sizeof fx->last_why, "%s", why);
+    event_base_loopbreak(fx->srv.base);
+}
+
+/* Runs the loop until `calls` done callbacks were seen in all (10 s guard). */
+static void wait_for(struct fixture *fx, int calls)
+{
+    struct timeval guard = {.tv_sec = 10};
+    event_base_loopexit(fx->srv.base, &guard);
+    while (fx->calls < calls && event_base_dispatch(fx->srv.base) == 0 &&
+           !event_base_got_exit(fx->srv.base))
+        ;
+    assert_int_equal(fx->calls, calls);
+}
+
+/* FLUSH f (NULL: all) and waits for its answer; returns its error. */
+static int flush(struct fixture *fx, struct filter *f)
+{
+    assert_int_equal(snapshot_flush(fx->srv.snap, f, on_done, fx), 0);
+    wait_for(fx, fx->calls + 1);
+    return fx->last_err;
+}
+
+static struct sbf_hash hash_of(const char *prefix, int i)
+{
+    char key[32];
+    int n = snprintf(key, sizeof key, "%s%d", prefix, i);
+    return sbf_hash_key(key, (size_t)n);
+}
+
+/* Creates and registers a filter with keys prefix0..prefix(n-1); borrowed from the table. */
+static struct filter *make(struct fixture *fx, const char *name, const char *prefix, int n)
+{
+    struct sbf_params p;
+    struct sbf *s;
+    sbf_params_default(&p);
+    p.capacity = 1000;
+    assert_int_equal(sbf_new(&p, &fx->srv.budget.sbf, &s), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(sbf_add(s, hash_of(prefix, i), NULL), 0);
+    struct filter *f = filter_new(name, strlen(name), s);
+    assert_non_null(f);
+    assert_int_equal(registry_put(fx->srv.reg, f), REGISTRY_OK);
+    filter_unref(f);
+    return f;
+}
+
+static void add(struct filter *f, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(sbf_add(f->sbf, hash_of(prefix, i), NULL), 0);
+    filter_touch(f);
+}
+
+static bool exists(const struct fixture *fx, const char *file)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", fx->dir, file);
+    return stat(path, &st) == 0;
+}
+
+static struct snapshot_stats stats(struct fixture *fx)
+{
+    struct snapshot_stats st;
+    snapshot_get_stats(fx->srv.snap, &st);
+    return st;
+}
+
+static void test_dirty_filters_written_once(void **state)
+{
+    struct fixture *fx = *state;
+    struct filter *a = make(fx, "a", "a", 100);
+    make(fx, "b", "b", 10);
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_true(exists(fx, "a.bloom"));
+    assert_true(exists(fx, "b.bloom"));
+    struct snapshot_stats st = stats(fx);
+    assert_int_equal(st.written, 2);
+    assert_int_equal(st.failures, 0);
+    assert_true(st.last_time > 0);
+    assert_true(st.last_bytes > 0);
+    assert_int_equal(atomic_load(&a->changes), 0);
+    assert_true(atomic_load(&a->saved_at) > 0);
+    /* Nothing changed: nothing written. */
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_int_equal(stats(fx).written, 2);
+    /* One changed: only it is written, also by a FLUSH of just that filter. */
+    add(a, "more", 10);
+    assert_int_equal(flush(fx, a), 0);
+    assert_int_equal(stats(fx).written, 3);
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_int_equal(stats(fx).written, 3);
+}
+
+static void test_drop_deletes_after_queued_writes(void **state)
+{
+    struct fixture *fx = *state;
+    struct filter *d = make(fx, "doomed", "d", 100);
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_true(exists(fx, "doomed.bloom"));
+    add(d, "e", 10);
+    /* A write holding the object is queued first, then the DROP: the file must go. */
+    int before = fx->calls;
+    assert_int_equal(snapshot_flush(fx->srv.snap, d, on_done, fx), 0);
+    assert_true(registry_remove(fx->srv.reg, "doomed", 6));
+    snapshot_forget(fx->srv.snap, "doomed", 6);
+    assert_int_equal(snapshot_flush(fx->srv.snap, NULL, on_done, fx), 0);
+    wait_for(fx, before + 2);
+    assert_int_equal(fx->last_err, 0);
+    assert_false(exists(fx, "doomed.bloom"));
+    assert_false(exists(fx, "doomed.bloom.tmp"));
+}
+
+static void test_failure_keeps_dirty_and_retries(void **state)
+{
+    struct fixture *fx = *state;
+    struct filter *f = make(fx, "f", "f", 100);
+    char moved[80];
+    snprintf(moved, sizeof moved, "%s.away", fx->dir);
+    assert_int_equal(rename(fx->dir, moved), 0);
+    assert_int_equal(flush(fx, NULL), SNAPSHOT_EIO);
+    assert_non_null(strstr(fx->last_why, "open directory "));
+    assert_non_null(strstr(fx->last_why, "No such file or directory"));
+    assert_int_equal(stats(fx).failures, 1);
+    assert_int_equal(stats(fx).written, 0);
+    assert_int_not_equal(atomic_load(&f->changes), 0);
+    assert_int_equal(rename(moved, fx->dir), 0);
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_int_equal(stats(fx).written, 1);
+    assert_true(exists(fx, "f.bloom"));
+}
+
+static void test_stop_writes_and_load_restores(void **state)
+{
+    struct fixture *fx = *state;
+    make(fx, "kept", "k", 500);
+    struct filter *g = make(fx, "grown", "g", 100);
+    assert_int_equal(flush(fx, NULL), 0);
+    add(g, "h", 3000); /* dirty at stop */
+    assert_int_equal(snapshot_stop(&fx->srv), 0);
+    assert_null(fx->srv.snap);
+    server_destroy(&fx->srv);
+
+    start(fx);
+    assert_int_equal(registry_count(fx->srv.reg), 2);
+    struct filter *k = registry_get(fx->srv.reg, "kept", 4);
+    g = registry_get(fx->srv.reg, "grown", 5);
+    assert_non_null(k);
+    assert_non_null(g);
+    for (int i = 0; i < 500; i++)
+        assert_true(sbf_check(k->sbf, hash_of("k", i)));
+    for (int i = 0; i < 3000; i++)
+        assert_true(sbf_check(g->sbf, hash_of("h", i)));
+    /* Loaded means clean, with the file's time. */
+    assert_int_equal(atomic_load(&g->changes), 0);
+    assert_true(atomic_load(&g->saved_at) > 0);
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_int_equal(stats(fx).written, 0);
+}
+
+int main(void)
+{
+    log_open(NULL, LOG_ERROR); /* the expected failure is logged; the rest is noise */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_dirty_filters_written_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drop_deletes_after_queued_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure_keeps_dirty_and_retries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_writes_and_load_restores, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
