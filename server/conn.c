@@ -212,8 +212,8 @@ static bool execute_buffered(struct conn *c)
         return false;
     c->in_len -= used;
     memmove(c->in, c->in + used, c->in_len);
-    if (c->in_len == 0 && c->in_cap > SERVER_RBUF) {
-        free(c->in); /* a long-line client; do not keep its buffer */
+    if (c->in_len == 0 && c->in_cap > CONN_MIN_IN) {
+        free(c->in); /* held a long line or a backlog: do not keep it */
         c->in = NULL;
         c->in_cap = 0;
     }
@@ -335,10 +335,18 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
             conn_close(c);
         return;
     }
-    char *dst = srv->rbuf;
-    size_t room = SERVER_RBUF;
-    if (c->in_len > 0) {
-        /* Room for a whole line of max_line bytes, read in steps of up to SERVER_RBUF. */
+    /*
+     * Usually the unfinished tail (a part of one line) is copied in front of the shared
+     * buffer and the read goes after it. Only a line longer than half the shared buffer
+     * grows in the connection's own buffer, up to max_line.
+     */
+    bool shared = c->in_len <= SERVER_RBUF / 2;
+    char *dst = srv->rbuf + c->in_len;
+    size_t room = SERVER_RBUF - c->in_len;
+    if (shared) {
+        if (c->in_len > 0)
+            memcpy(srv->rbuf, c->in, c->in_len);
+    } else {
         size_t want = c->in_len < srv->cfg.max_line ? srv->cfg.max_line - c->in_len : 1;
         if (want > SERVER_RBUF)
             want = SERVER_RBUF;
@@ -365,20 +373,22 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         return;
     }
     srv->stats.bytes_read += (uint64_t)n;
-    if (dst == srv->rbuf) {
-        size_t used = execute_all(c, dst, (size_t)n);
-        size_t left = (size_t)n - used;
+    if (!shared) {
+        c->in_len += (size_t)n;
+    } else {
+        size_t total = c->in_len + (size_t)n;
+        c->in_len = 0;
+        size_t used = execute_all(c, srv->rbuf, total);
+        size_t left = total - used;
         if (left > 0 && !c->closing) {
             if (!reserve_in(c, left)) {
                 log_msg(LOG_ERROR, "client %s: out of memory for input, closing", c->peer);
                 conn_close(c);
                 return;
             }
-            memcpy(c->in, dst + used, left);
+            memcpy(c->in, srv->rbuf + used, left);
             c->in_len = left;
         }
-    } else {
-        c->in_len += (size_t)n;
     }
     pump(c);
 }

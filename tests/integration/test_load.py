@@ -97,3 +97,17 @@ def test_pipelined_replies_in_order_across_reads(client):
         pos += step
     for i in range(3000):
         assert client.line() == "0", i
+
+
+def test_long_line_in_small_pieces(client):
+    """A line near max_line (1 MiB), arriving in small pieces, is executed once, whole."""
+    assert client.cmd("CREATE long capacity=200000") == "CREATED"
+    keys = ["key-%06d" % i for i in range(90000)]  # ~990 KB
+    line = ("CHECKADD long " + " ".join(keys) + "\r\n").encode()
+    assert len(line) < 1 << 20
+    for i in range(0, len(line), 10000):
+        client.send(line[i:i + 10000])
+    bits = client.line().split(" ")
+    assert len(bits) == 90000 and bits.count("1") < 900  # new keys; FP well under 1%
+    client.send("CHECK long %s %s absent\r\n" % (keys[0], keys[-1]))
+    assert client.line() in ("1 1 0", "1 1 1")
