@@ -172,3 +172,30 @@ def test_quit(client):
     client.send("VERSION\r\nQUIT\r\nVERSION\r\n")
     data = client.read_until_closed().decode()
     assert data.startswith("VERSION ") and data.count("VERSION") == 1, data
+
+
+@pytest.mark.parametrize("request_line,reply", [
+    ("ADD", "CLIENT_ERROR wrong number of arguments: no filter name"),
+    ("CHECK f", "CLIENT_ERROR wrong number of arguments: no keys"),
+    ("UNION dst", "CLIENT_ERROR wrong number of arguments: no source filters"),
+    ("INFO f g", "CLIENT_ERROR wrong number of arguments 'g'"),
+    ("STATS x", "CLIENT_ERROR wrong number of arguments 'x'"),
+    ("ADD ../etc k", "CLIENT_ERROR invalid filter name '../etc'"),
+    ("INFO .hidden", "CLIENT_ERROR invalid filter name '.hidden'"),
+    ("ADD f a\tb", "CLIENT_ERROR invalid key (NUL, tab or CR) 'a\\x09b'"),
+    ("CREATE f capacity=1e3", "CLIENT_ERROR bad number '1e3'"),
+    ("CREATE f error=nan", "CLIENT_ERROR bad number 'nan'"),
+    ("CREATE f size=10", "CLIENT_ERROR unknown option 'size'"),
+    ("CREATE f error=0.1 error=0.2", "CLIENT_ERROR repeated option 'error'"),
+    ("CREATE f 1000", "CLIENT_ERROR option must be key=value '1000'"),
+    ("CREATE f capacity=0", "CLIENT_ERROR capacity must be in 1..2^40 '0'"),
+    ("CREATE f error=1", "CLIENT_ERROR error must be in (0, 1) '1'"),
+    ("CREATE f ratio=1", "CLIENT_ERROR ratio must be in (0, 1) '1'"),
+    ("CREATE f scale=0", "CLIENT_ERROR scale must be > 0 '0'"),
+    ("CREATE f growth=fast", "CLIENT_ERROR growth must be exponential or linear 'fast'"),
+    ("FOO", "ERROR"),
+])
+def test_protocol_error_table(client, request_line, reply):
+    """The reasons of PROTOCOL.md's error table, end to end; the line is not executed."""
+    assert client.cmd(request_line) == reply
+    assert client.cmd("INFO f") == "NOT_FOUND"
