@@ -145,3 +145,18 @@ def test_unusable_log_file_or_data_dir(tmp_path):
     blocker.write_text("not a directory")
     r = run(["--port", "0", "--data-dir", str(blocker)])
     assert r.returncode == 1 and "data directory" in r.stderr, r.stderr
+
+
+def test_sigterm_with_busy_clients_exits_promptly(daemon_factory):
+    import time
+    d = daemon_factory()
+    idle = [d.client() for _ in range(100)]
+    with d.client() as busy:
+        assert busy.cmd("CREATE f") == "CREATED"
+        busy.send("CHECK f a b c\r\n" * 20000)  # unread replies pile up
+        t0 = time.monotonic()
+        assert d.stop() == 0
+        assert time.monotonic() - t0 < 5
+    for c in idle:
+        assert c.read_until_closed(timeout=5) == b""
+        c.close()
