@@ -16,6 +16,7 @@
 struct sbf_stage {
     _Atomic uint64_t *bits; /* nblocks * 8 words, 64-byte aligned; NULL if not allocated */
     void *mem;              /* the allocation bits points into */
+    size_t maplen;          /* mem is an mmap of this length; 0: mem is from calloc */
     uint64_t nblocks;       /* 512-bit blocks */
     uint64_t capacity;      /* new keys this stage takes before the next is added */
     _Atomic uint64_t items; /* new keys taken (popcount estimate after union/intersect) */

@@ -405,6 +405,24 @@ static void test_budget(void **state)
     assert_int_equal(b.used, 0);
 }
 
+/* A stage large enough to be mapped (> 2 MiB) is cleared and refilled. */
+static void test_clear_large(void **state)
+{
+    (void)state;
+    struct sbf *f = make(2000000, 0.01);
+    struct sbf_info info;
+    sbf_info(f, &info);
+    assert_true(info.bytes > (2u << 20));
+    assert_int_equal(add_range(f, 45, 0, 5000), 5000);
+    sbf_clear(f);
+    assert_int_equal(count_present(f, 45, 0, 5000), 0);
+    sbf_info(f, &info);
+    assert_int_equal(info.items, 0);
+    assert_int_equal(add_range(f, 45, 0, 5000), 5000);
+    assert_int_equal(count_present(f, 45, 0, 5000), 5000);
+    sbf_free(f);
+}
+
 /* Capacity 1 and scale 1: every stage takes one key, so key 65 hits the stage limit. */
 static void test_stage_limit(void **state)
 {
@@ -598,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_fp_grown_01pct),
         cmocka_unit_test(test_growth),
         cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_clear_large),
         cmocka_unit_test(test_stage_limit),
         cmocka_unit_test(test_union_intersect),
         cmocka_unit_test(test_union_budget),
