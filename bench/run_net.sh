@@ -109,6 +109,7 @@ start_memcached() {
     return 1
 }
 
+LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 ROWS=()      # "label|result line" per row; result empty when the row failed
 NROWS=$((5 + (RIGHT_SIZED == 1)))
 FAILED=0
@@ -161,7 +162,9 @@ row "memcached add, pipelined" memcached --proto memcached --depth "$DEPTH"
 # batched rows with bloomd's first batched row).
 echo
 echo "bench-net: $KEYS distinct $KEY_LEN-byte keys, $REPEAT repeats, $CONNS connections;" \
-    "bloomd filter capacity=$CAPACITY error=$ERROR; $(nproc) CPUs shared by client and servers"
+    "bloomd filter capacity=$CAPACITY error=$ERROR"
+echo "$(nproc) CPUs shared by client and servers; load average $LOAD_START at start," \
+    "$(cut -d' ' -f1 /proc/loadavg) at end"
 printf '%s\n' "${ROWS[@]}" | awk -v keys="$KEYS" '{ line[++n] = $0 }
 END {
     for (i = 1; i <= n; i++) {
