@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <event2/thread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,11 @@ int server_run(struct server *srv)
     }
     if (snapshot_load(srv) != 0)
         return SERVER_EIO;
+    /* Snapshot threads hand completions back with event_active(): make that thread-safe. */
+    if (evthread_use_pthreads() != 0) {
+        log_msg(LOG_ERROR, "cannot enable libevent thread support");
+        return SERVER_EIO;
+    }
     srv->rbuf = malloc(SERVER_RBUF);
     srv->base = event_base_new();
     if (srv->rbuf == NULL || srv->base == NULL) {
