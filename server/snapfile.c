@@ -68,7 +68,7 @@ static const char *step_name(enum snapfile_step s)
     return "snapshot";
 }
 
-const char *snapfile_format(const struct snapfile_error *e, const char *file, char *buf, size_t len)
+const char *snapfile_format(const struct snapfile_error *e, char *buf, size_t len)
 {
     const char *why;
     if (e->step == SNAPFILE_STEP_ABANDON)
@@ -79,7 +79,7 @@ const char *snapfile_format(const struct snapfile_error *e, const char *file, ch
         why = sbf_strerror(e->codec);
     else
         why = "failed";
-    snprintf(buf, len, "%s %s: %s", step_name(e->step), file ? file : "", why);
+    snprintf(buf, len, "%s %s: %s", step_name(e->step), e->file, why);
     return buf;
 }
 
@@ -100,35 +100,27 @@ bool snapfile_name_valid(const char *name)
     return true;
 }
 
-static int fail_sys(struct snapfile_error *err, enum snapfile_step step, int sys)
+/* Fills *err and returns rc. */
+static int fail(struct snapfile_error *err, int rc, enum snapfile_step step, int sys, int codec,
+                const char *file)
 {
     err->step = step;
     err->sys = sys;
-    err->codec = 0;
-    return SNAPFILE_ESYS;
-}
-
-static int fail_codec(struct snapfile_error *err, enum snapfile_step step, int codec)
-{
-    err->step = step;
-    err->sys = 0;
     err->codec = codec;
-    return SNAPFILE_ECODEC;
+    snprintf(err->file, sizeof err->file, "%s", file);
+    return rc;
 }
 
-static int fail_plain(struct snapfile_error *err, enum snapfile_step step, int rc)
+static int fail_sys(struct snapfile_error *err, enum snapfile_step step, int sys, const char *file)
 {
-    err->step = step;
-    err->sys = 0;
-    err->codec = 0;
-    return rc;
+    return fail(err, SNAPFILE_ESYS, step, sys, 0, file);
 }
 
 static int open_dir(const char *dir, struct snapfile_error *err)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        fail_sys(err, SNAPFILE_STEP_OPENDIR, errno);
+        fail_sys(err, SNAPFILE_STEP_OPENDIR, errno, dir);
     return fd;
 }
 
@@ -214,10 +206,11 @@ static int writer_cb(void *ctx, const void *data, size_t len)
     return 0;
 }
 
-static int sync_dir(int dirfd, struct snapfile_error *err)
+/* fsync of the directory after a change to file. */
+static int sync_dir(int dirfd, const char *file, struct snapfile_error *err)
 {
     if (fsync(dirfd) != 0)
-        return fail_sys(err, SNAPFILE_STEP_DIRSYNC, errno);
+        return fail_sys(err, SNAPFILE_STEP_DIRSYNC, errno, file);
     return 0;
 }
 
@@ -230,7 +223,7 @@ int snapfile_write(const char *dir, const char *name, const struct sbf *f,
     int rc = 0, dirfd;
 
     if (!snapfile_name_valid(name))
-        return fail_plain(err, SNAPFILE_STEP_NONE, SNAPFILE_ENAME);
+        return fail(err, SNAPFILE_ENAME, SNAPFILE_STEP_NONE, 0, 0, name);
     snprintf(tmp, sizeof tmp, "%s%s", name, SNAPFILE_TMP_SUFFIX);
     snprintf(final, sizeof final, "%s%s", name, SNAPFILE_SUFFIX);
     dirfd = open_dir(dir, err);
@@ -238,44 +231,44 @@ int snapfile_write(const char *dir, const char *name, const struct sbf *f,
         return SNAPFILE_ESYS;
     w.buf = malloc(SNAPFILE_BUF_BYTES);
     if (!w.buf) {
-        rc = fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM);
+        rc = fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM, tmp);
         goto done;
     }
     w.fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w.fd < 0) {
-        rc = fail_sys(err, SNAPFILE_STEP_CREATE, errno);
+        rc = fail_sys(err, SNAPFILE_STEP_CREATE, errno, tmp);
         goto done;
     }
     int crc = sbf_encode(f, writer_cb, &w);
     if (crc == 0)
         writer_flush(&w);
     if (w.sys != 0) {
-        rc = fail_sys(err, w.step, w.sys);
+        rc = fail_sys(err, w.step, w.sys, tmp);
         goto fail;
     }
     if (crc != 0) {
-        rc = fail_codec(err, SNAPFILE_STEP_ENCODE, crc);
+        rc = fail(err, SNAPFILE_ECODEC, SNAPFILE_STEP_ENCODE, 0, crc, tmp);
         goto fail;
     }
     if (fsync(w.fd) != 0) {
-        rc = fail_sys(err, SNAPFILE_STEP_FSYNC, errno);
+        rc = fail_sys(err, SNAPFILE_STEP_FSYNC, errno, tmp);
         goto fail;
     }
     int fd = w.fd;
     w.fd = -1;
     if (close(fd) != 0) {
-        rc = fail_sys(err, SNAPFILE_STEP_CLOSE, errno);
+        rc = fail_sys(err, SNAPFILE_STEP_CLOSE, errno, tmp);
         goto fail;
     }
     if (keep && !keep(keep_ctx)) {
-        rc = fail_plain(err, SNAPFILE_STEP_ABANDON, SNAPFILE_EABANDONED);
+        rc = fail(err, SNAPFILE_EABANDONED, SNAPFILE_STEP_ABANDON, 0, 0, tmp);
         goto fail;
     }
     if (renameat(dirfd, tmp, dirfd, final) != 0) {
-        rc = fail_sys(err, SNAPFILE_STEP_RENAME, errno);
+        rc = fail_sys(err, SNAPFILE_STEP_RENAME, errno, tmp);
         goto fail;
     }
-    rc = sync_dir(dirfd, err);
+    rc = sync_dir(dirfd, final, err);
     if (rc == 0 && bytes)
         *bytes = w.written;
     goto done;
@@ -297,7 +290,7 @@ int snapfile_remove(const char *dir, const char *name, struct snapfile_error *er
 {
     char path[SNAPFILE_PATH_MAX];
     if (!snapfile_name_valid(name))
-        return fail_plain(err, SNAPFILE_STEP_NONE, SNAPFILE_ENAME);
+        return fail(err, SNAPFILE_ENAME, SNAPFILE_STEP_NONE, 0, 0, name);
     int dirfd = open_dir(dir, err);
     if (dirfd < 0)
         return SNAPFILE_ESYS;
@@ -306,10 +299,11 @@ int snapfile_remove(const char *dir, const char *name, struct snapfile_error *er
     for (size_t i = 0; i < 2 && rc == 0; i++) {
         snprintf(path, sizeof path, "%s%s", name, suffixes[i]);
         if (unlinkat(dirfd, path, 0) != 0 && errno != ENOENT)
-            rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno);
+            rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno, path);
     }
+    snprintf(path, sizeof path, "%s%s", name, SNAPFILE_SUFFIX);
     if (rc == 0)
-        rc = sync_dir(dirfd, err);
+        rc = sync_dir(dirfd, path, err);
     close(dirfd);
     return rc;
 }
@@ -416,7 +410,7 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
         if (fd >= 0)
             close(fd);
         if (e == ENOMEM || e == EMFILE || e == ENFILE) /* our trouble, not the file's */
-            return fail_sys(err, SNAPFILE_STEP_OPEN, e);
+            return fail_sys(err, SNAPFILE_STEP_OPEN, e, file);
         snprintf(why, sizeof why, "cannot open: %s", strerror(e));
         quarantine(dirfd, file, why, ops);
         return 0;
@@ -439,7 +433,7 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
     struct reader r = {.fd = fd, .buf = malloc(SNAPFILE_BUF_BYTES)};
     if (!r.buf) {
         close(fd);
-        return fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM);
+        return fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM, file);
     }
     struct sbf *f = NULL;
     int rc = sbf_decode(reader_cb, &r, caller_bound ? max_bytes : size, budget, &f);
@@ -448,9 +442,9 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
     if (rc == 0)
         return ops->loaded(ops->ctx, name, f, size, (int64_t)st.st_mtime) == 0
                    ? 0
-                   : fail_plain(err, SNAPFILE_STEP_NONE, SNAPFILE_ECALLER);
+                   : fail(err, SNAPFILE_ECALLER, SNAPFILE_STEP_NONE, 0, 0, file);
     if (rc == SBF_ENOMEM || (rc == SBF_ETOOBIG && caller_bound))
-        return fail_codec(err, SNAPFILE_STEP_DECODE, rc);
+        return fail(err, SNAPFILE_ECODEC, SNAPFILE_STEP_DECODE, 0, rc, file);
     if (r.sys != 0)
         snprintf(why, sizeof why, "read error: %s", strerror(r.sys));
     else if (rc == SBF_EIO)
@@ -464,12 +458,12 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
 }
 
 /* Reads every entry name of dirfd into a NULL-terminated array (caller frees). */
-static char **list_dir(int dirfd, struct snapfile_error *err)
+static char **list_dir(int dirfd, const char *dir, struct snapfile_error *err)
 {
     int fd = dup(dirfd);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
-        fail_sys(err, SNAPFILE_STEP_SCAN, errno);
+        fail_sys(err, SNAPFILE_STEP_SCAN, errno, dir);
         if (fd >= 0)
             close(fd);
         return NULL;
@@ -496,7 +490,7 @@ static char **list_dir(int dirfd, struct snapfile_error *err)
     if (names)
         names[n] = NULL;
     if (e != 0 || !names) {
-        fail_sys(err, SNAPFILE_STEP_SCAN, names ? e : ENOMEM);
+        fail_sys(err, SNAPFILE_STEP_SCAN, names ? e : ENOMEM, dir);
         for (size_t i = 0; names && i < n; i++)
             free(names[i]);
         free(names);
@@ -512,7 +506,7 @@ int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budg
     if (dirfd < 0)
         return SNAPFILE_ESYS;
     /* List first, then act: renaming while readdir runs may show an entry twice. */
-    char **names = list_dir(dirfd, err);
+    char **names = list_dir(dirfd, dir, err);
     if (!names) {
         close(dirfd);
         return SNAPFILE_ESYS;
@@ -523,7 +517,7 @@ int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budg
         const char *file = names[i];
         if (has_suffix(file, SNAPFILE_TMP_SUFFIX)) {
             if (unlinkat(dirfd, file, 0) != 0 && errno != ENOENT)
-                rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno);
+                rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno, file);
             else if (ops->report)
                 ops->report(ops->ctx, SNAPFILE_EV_TMP_REMOVED, file, NULL, NULL);
         } else if (has_suffix(file, SNAPFILE_SUFFIX)) {
@@ -535,7 +529,7 @@ int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budg
     free(names);
     /* Make the deletions and renames durable before anything new is written. */
     if (rc == 0)
-        rc = sync_dir(dirfd, err);
+        rc = sync_dir(dirfd, dir, err);
     close(dirfd);
     return rc;
 }

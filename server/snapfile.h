@@ -44,19 +44,21 @@ enum snapfile_step {
     SNAPFILE_STEP_ABANDON, /* see SNAPFILE_EABANDONED */
 };
 
+#define SNAPFILE_FILE_MAX 1024
+
 /* The detail behind a non-zero result. */
 struct snapfile_error {
     enum snapfile_step step;
-    int sys;   /* errno of the failing call, 0 if none */
-    int codec; /* sbf_err of the codec, 0 if none */
+    int sys;                      /* errno of the failing call, 0 if none */
+    int codec;                    /* sbf_err of the codec, 0 if none */
+    char file[SNAPFILE_FILE_MAX]; /* the file involved (the directory for OPENDIR/SCAN) */
 };
 
 /*
  * Formats "<step> <file>: <reason>" (e.g. "fsync x.bloom.tmp: No space left on device")
  * into buf (always NUL-terminated) and returns buf.
  */
-const char *snapfile_format(const struct snapfile_error *e, const char *file, char *buf,
-                            size_t len);
+const char *snapfile_format(const struct snapfile_error *e, char *buf, size_t len);
 
 /* True if name (NUL-terminated) is a filter name the protocol accepts: 1..PROTO_MAX_NAME
  * bytes of [A-Za-z0-9._-], not starting with '.'. Such a name is always a safe file name. */

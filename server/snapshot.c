@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,21 +100,6 @@ static bool still_wanted(void *arg)
     return !atomic_load_explicit(&f->dropped, memory_order_acquire);
 }
 
-/* The log/reply text of a failed snapfile call on name's files: names the file involved. */
-static void describe(const struct snapshotter *s, const struct snapfile_error *err,
-                     const char *name, char *msg, size_t len)
-{
-    char file[CONFIG_PATH_MAX];
-    if (err->step == SNAPFILE_STEP_OPENDIR)
-        snprintf(file, sizeof file, "%s", s->srv->cfg.data_dir);
-    else if (err->step == SNAPFILE_STEP_RENAME || err->step == SNAPFILE_STEP_DIRSYNC ||
-             err->step == SNAPFILE_STEP_UNLINK)
-        snprintf(file, sizeof file, "%s.bloom", name);
-    else
-        snprintf(file, sizeof file, "%s.bloom.tmp", name);
-    snapfile_format(err, file, msg, len);
-}
-
 /* Writes f if it changed since its last snapshot. Adds the bytes written to *bytes and
  * returns true if a file was written or a write failed. */
 static bool write_filter(struct snapshotter *s, struct job *j, struct filter *f, uint64_t *bytes)
@@ -146,7 +130,7 @@ static bool write_filter(struct snapshotter *s, struct job *j, struct filter *f,
         return true;
     }
     char msg[sizeof j->why];
-    describe(s, &err, f->name, msg, sizeof msg);
+    snapfile_format(&err, msg, sizeof msg);
     log_msg(LOG_ERROR,
             "snapshot of filter '%s' failed (%s); previous snapshot kept, retrying "
             "at the next one",
@@ -188,7 +172,7 @@ static void run_delete(struct snapshotter *s, struct job *j)
     char msg[sizeof j->why];
     if (snapfile_remove(s->srv->cfg.data_dir, j->name, &err) == 0)
         return;
-    describe(s, &err, j->name, msg, sizeof msg);
+    snapfile_format(&err, msg, sizeof msg);
     log_msg(LOG_ERROR, "snapshot: removing dropped filter '%s' failed (%s)", j->name, msg);
     job_fail(j, msg);
     pthread_mutex_lock(&s->lock);
@@ -488,7 +472,7 @@ int snapshot_load(struct server *srv)
     if (rc == 0)
         return 0;
     if (rc != SNAPFILE_ECALLER) {
-        snapfile_format(&err, srv->cfg.data_dir, msg, sizeof msg);
+        snapfile_format(&err, msg, sizeof msg);
         log_msg(LOG_ERROR, "snapshot: loading the data directory failed: %s", msg);
     }
     return SNAPSHOT_EIO;

@@ -3,7 +3,7 @@ dir, restarted, SIGKILLed mid-write, fed damaged files, and run out of disk spac
 
 Self-contained helpers (no shared fixtures needed): each test starts its own daemons with
 the snapshot settings it needs. Kept small for `make test` with the ASan daemon; set
-BLOOMD_SNAP_FULL=1 for the issue's full kill test (50 kills of a 100 MB filter).
+BLOOMD_SNAP_FULL=1 for the full kill test (50 kills of a ~137 MB filter; default 12 of ~69 MB).
 """
 import os
 import random
@@ -395,7 +395,7 @@ def test_kill9_during_snapshots_never_tears(daemons):
     """Each round: the filter as last loaded has L items; add k keys, FLUSH, SIGKILL at a
     random moment. The next start must load exactly L or L+k items, never a torn file."""
     kills = 50 if FULL else 12
-    capacity = 80_000_000 if FULL else 40_000_000  # ~100 MB / ~50 MB of bits
+    capacity = 80_000_000 if FULL else 40_000_000  # ~137 MB / ~69 MB files
     d = daemons()
     c = d.conn()
     assert c.cmd("CREATE huge capacity=%d error=0.01" % capacity) == "CREATED"
@@ -431,6 +431,7 @@ def test_kill9_during_snapshots_never_tears(daemons):
         assert "damaged" not in d.run_log(), d.run_log()
         assert not [f for f in files(d.data_dir) if "corrupt" in f]
         c.close()
+    print("kill -9 during snapshots of %d bytes: %s" % (size, outcomes))
     # Both outcomes happen, or the kill moments did not land inside the writes.
     assert outcomes["old"] > 0 and outcomes["new"] > 0, outcomes
 

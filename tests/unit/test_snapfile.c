@@ -321,7 +321,8 @@ static int fail_by_dir(struct fixture *fx, const struct sbf *f, struct snapfile_
     assert_int_equal(rc, SNAPFILE_ESYS);
     assert_int_equal(err->step, SNAPFILE_STEP_CREATE);
     assert_int_equal(err->sys, EISDIR);
-    snapfile_format(err, "keep.bloom.tmp", msg, sizeof msg);
+    assert_string_equal(err->file, "keep.bloom.tmp");
+    snapfile_format(err, msg, sizeof msg);
     assert_non_null(strstr(msg, "create keep.bloom.tmp: "));
     assert_non_null(strstr(msg, strerror(EISDIR)));
     assert_int_equal(rmdir(path), 0);
@@ -350,7 +351,7 @@ static int fail_by_fsize(struct fixture *fx, const struct sbf *f, struct snapfil
     assert_int_equal(err->step, SNAPFILE_STEP_WRITE);
     assert_int_equal(err->sys, EFBIG);
     assert_false(exists(fx, "keep.bloom.tmp"));
-    snapfile_format(err, "keep.bloom.tmp", msg, sizeof msg);
+    snapfile_format(err, msg, sizeof msg);
     assert_non_null(strstr(msg, "write keep.bloom.tmp: "));
     return rc;
 }
@@ -387,6 +388,7 @@ static void test_bad_name_and_dir(void **state)
     assert_int_equal(snapfile_write(missing, "x", f, NULL, NULL, NULL, &err), SNAPFILE_ESYS);
     assert_int_equal(err.step, SNAPFILE_STEP_OPENDIR);
     assert_int_equal(err.sys, ENOENT);
+    assert_string_equal(err.file, missing);
     assert_int_equal(load(fx, 0, &err), 0); /* the longest name loads back */
     assert_int_equal(fx->nloaded, 1);
     snprintf(missing, sizeof missing, "%s/none", fx->dir);
@@ -550,6 +552,7 @@ static void test_load_limits(void **state)
     assert_int_equal(load(fx, 1024, &err), SNAPFILE_ECODEC);
     assert_int_equal(err.step, SNAPFILE_STEP_DECODE);
     assert_int_equal(err.codec, SBF_ETOOBIG);
+    assert_string_equal(err.file, "big.bloom");
     assert_true(exists(fx, "big.bloom"));
     assert_int_equal(fx->nloaded, 0);
     assert_int_equal(fx->nreports, 0);
