@@ -24,10 +24,10 @@
 #include "server/log.h"
 #include "server/server.h"
 
-#define CONN_MIN_IN 16384           /* first size of a connection's own input buffer */
-#define CONN_KEEP_OUT (1024 * 1024) /* larger reply buffers are freed once drained */
-#define CONN_RUN 64                 /* pipelined small key requests merged into one lib batch */
-#define CONN_CLOSE_SECONDS 5        /* wait for a closing client to read its last reply */
+#define CONN_MIN_IN 1024     /* input buffers up to this size are kept while idle */
+#define CONN_KEEP_OUT 4096   /* larger reply buffers are freed once drained */
+#define CONN_RUN 64          /* pipelined small key requests merged into one lib batch */
+#define CONN_CLOSE_SECONDS 5 /* wait for a closing client to read its last reply */
 
 struct conn {
     struct server *srv;
@@ -378,6 +378,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     } else {
         size_t total = c->in_len + (size_t)n;
         c->in_len = 0;
+        if (c->in_cap > CONN_MIN_IN) {
+            free(c->in); /* it held a long tail; a new one gets a fitting buffer */
+            c->in = NULL;
+            c->in_cap = 0;
+        }
         size_t used = execute_all(c, srv->rbuf, total);
         size_t left = total - used;
         if (left > 0 && !c->closing) {
