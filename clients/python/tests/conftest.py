@@ -1,90 +1,11 @@
-"""Fixtures: real bloomd daemons for the client tests.
-
-The binary is $BLOOMD_BIN (default <repo>/build/asan/bloomd). Each daemon listens on
-127.0.0.1 (port 0 unless a test needs a fixed one) with a temporary data dir and no
-snapshot timer; readiness is its "listening on" log line, awaited with a deadline; it is
-stopped with SIGTERM and must exit 0.
-"""
-import os
+"""Fixtures of the client tests: daemons started per test or per module (daemons.py)."""
 import re
-import signal
-import socket
-import subprocess
-import time
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List
 
 import pytest
 
-from bloomd_client import Client, ServerError
-
-REPO = Path(__file__).resolve().parents[3]
-BLOOMD_BIN = os.environ.get("BLOOMD_BIN", str(REPO / "build" / "asan" / "bloomd"))
-START_DEADLINE = 15.0
-STOP_DEADLINE = 15.0
-_LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
-
-
-def free_port() -> int:
-    """A port that was free a moment ago (for tests that restart on the same port)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Daemon:
-    """One bloomd process; start() and stop() may be repeated (same data dir)."""
-
-    def __init__(self, data_dir: Path, log: Path) -> None:
-        self.data_dir = data_dir
-        self.log = log
-        self.port = 0
-        self.proc: Optional["subprocess.Popen[bytes]"] = None
-
-    @property
-    def url(self) -> str:
-        return "bloomd://127.0.0.1:%d" % self.port
-
-    def start(self, port: int = 0) -> None:
-        if not os.access(BLOOMD_BIN, os.X_OK):
-            pytest.fail("no daemon at %s: run `make build/asan/bloomd` or set BLOOMD_BIN"
-                        % BLOOMD_BIN)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [BLOOMD_BIN, "--port", str(port), "--bind", "127.0.0.1",
-                 "--data-dir", str(self.data_dir), "--snapshot-interval", "0"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        deadline = time.monotonic() + START_DEADLINE
-        while time.monotonic() < deadline:
-            found = _LISTENING.search(self.log.read_bytes()[offset:].decode("utf-8", "replace"))
-            if found:
-                self.port = int(found.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.kill()
-        pytest.fail("bloomd did not start:\n" + self.log.read_text(errors="replace")[-3000:])
-
-    def stop(self) -> int:
-        """SIGTERM, wait, return the exit status (the process is killed on timeout)."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(STOP_DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail("bloomd did not exit within %s s of SIGTERM" % STOP_DEADLINE)
-        finally:
-            self.proc = None
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
+from daemons import Daemon
 
 
 @pytest.fixture
@@ -105,7 +26,6 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
             assert d.stop() == 0, d.log.read_text(errors="replace")[-3000:]
 
 
-
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     """A daemon shared by a test module; tests use distinct filter names."""
@@ -120,14 +40,3 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
 def fname(request: pytest.FixtureRequest) -> str:
     """A filter name unique to the test."""
     return re.sub(r"[^A-Za-z0-9_-]", "-", request.node.name)[:100]
-
-
-def flush_or_skip(client: Client, name: str) -> None:
-    """FLUSH the filter; skip the test while the daemon answers that snapshots are not
-    implemented (they arrive with issue 5), so the test runs as soon as they exist."""
-    try:
-        client.flush(name)
-    except ServerError as exc:
-        if "not implemented" in exc.message:
-            pytest.skip("FLUSH/snapshots not implemented in this daemon yet")
-        raise

@@ -9,7 +9,7 @@ import random
 import time
 
 from bloomd_client import Client
-from conftest import Daemon
+from daemons import Daemon
 
 TOTAL = 1_000_000
 BATCH = 50_000

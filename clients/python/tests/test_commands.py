@@ -6,7 +6,7 @@ import pytest
 
 from bloomd_client import (Client, ClientError, FilterSummary, InvalidKey, InvalidName,
                            NotFound)
-from conftest import Daemon, flush_or_skip
+from daemons import Daemon, flush_or_skip
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from bloomd_client import Client, InvalidKey, hashed_key, parse_url
 from bloomd_client.batching import split_lines
 from bloomd_client.keys import KeyEncoder
-from conftest import Daemon
+from daemons import Daemon
 
 
 def test_never_mode_refuses_what_the_protocol_cannot_carry() -> None:

@@ -6,7 +6,7 @@ from typing import Callable
 import pytest
 
 from bloomd_client import BloomdConnectionError, Client
-from conftest import Daemon, flush_or_skip, free_port
+from daemons import Daemon, flush_or_skip, free_port
 
 
 def test_client_reconnects_after_a_restart(make_daemon: Callable[..., Daemon],

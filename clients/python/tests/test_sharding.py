@@ -4,7 +4,7 @@ from typing import Callable, List
 
 from bloomd_client import Client, ShardedClient
 from bloomd_client.sharding import Rendezvous
-from conftest import Daemon
+from daemons import Daemon
 
 N = 30_000
 
