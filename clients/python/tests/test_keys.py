@@ -59,6 +59,9 @@ def test_urls_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_url("bloomd://[::1]:7000") == ("::1", 7000)
     with pytest.raises(ValueError):
         parse_url("http://example.org")
+    v6 = Client.from_url("bloomd://[::1]:7000")
+    assert v6.address == "[::1]:7000" and parse_url("bloomd://" + v6.address) == ("::1", 7000)
+    v6.close()
     monkeypatch.setenv("BLOOMD_URL", "bloomd://127.0.0.9:1234")
     c = Client.from_url()
     assert c.address == "127.0.0.9:1234"

@@ -31,7 +31,7 @@ class Transport:
                  max_backoff: float) -> None:
         if retries < 0 or backoff < 0 or max_backoff < 0:
             raise ValueError("retries, backoff and max_backoff must be >= 0")
-        self.address = "%s:%d" % (host, port)
+        self.address = ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
         self._retries = retries
         self._backoff = backoff
         self._max_backoff = max_backoff
