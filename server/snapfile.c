@@ -25,8 +25,10 @@
 /* Longest file name we build: name, ".bloom.corrupt-", timestamp, ".NNN", NUL. */
 #define SNAPFILE_PATH_MAX (PROTO_MAX_NAME + 64)
 #define SNAPFILE_BUF_BYTES ((size_t)1 << 20)
-/* Start writeback every this many bytes; wait for the chunk before it (bounded dirt). */
+/* Start writeback every SNAPFILE_SYNC_CHUNK bytes; at most SNAPFILE_SYNC_WINDOW bytes of
+ * the file may be dirty or in flight (so the page cache and the final fsync stay small). */
 #define SNAPFILE_SYNC_CHUNK ((uint64_t)32 << 20)
+#define SNAPFILE_SYNC_WINDOW ((uint64_t)64 << 20)
 #define SNAPFILE_MAX_SUFFIX 1000
 
 static const char *step_name(enum snapfile_step s)
@@ -147,6 +149,7 @@ struct writer {
     size_t len;              /* bytes waiting in buf */
     uint64_t written;        /* bytes handed to write(2) so far */
     uint64_t sync_started;   /* writeback requested for [0, sync_started) */
+    uint64_t waited;         /* writeback finished for [0, waited) */
     enum snapfile_step step; /* of the first failure */
     int sys;                 /* errno of the first failure, 0 if none */
 };
@@ -161,21 +164,26 @@ static int writer_put(struct writer *w, const char *data, size_t len)
     }
     w->written += len;
     if (w->written - w->sync_started >= SNAPFILE_SYNC_CHUNK) {
-        /* Start writeback of the new range, then wait for the previous chunk so that at
-         * most two chunks of this file are dirty at once. */
-        off_t from = (off_t)w->sync_started, prev = from - (off_t)SNAPFILE_SYNC_CHUNK;
-        off_t n = (off_t)(w->written - w->sync_started);
-        if (sync_file_range(w->fd, from, n, SYNC_FILE_RANGE_WRITE) != 0 ||
-            (prev >= 0 && sync_file_range(w->fd, prev, (off_t)SNAPFILE_SYNC_CHUNK,
-                                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                              SYNC_FILE_RANGE_WAIT_AFTER) != 0)) {
-            w->step = SNAPFILE_STEP_FSYNC;
-            w->sys = errno;
-            return -1;
-        }
+        /* Start writeback of the new range, then wait for what lies more than
+         * SNAPFILE_SYNC_WINDOW bytes back, so the dirty part of this file stays bounded. */
+        off_t from = (off_t)w->sync_started, n = (off_t)(w->written - w->sync_started);
+        if (sync_file_range(w->fd, from, n, SYNC_FILE_RANGE_WRITE) != 0)
+            goto fail;
         w->sync_started = w->written;
+        if (w->written - w->waited > SNAPFILE_SYNC_WINDOW) {
+            uint64_t upto = w->written - SNAPFILE_SYNC_WINDOW;
+            if (sync_file_range(w->fd, (off_t)w->waited, (off_t)(upto - w->waited),
+                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                    SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+                goto fail;
+            w->waited = upto;
+        }
     }
     return 0;
+fail:
+    w->step = SNAPFILE_STEP_FSYNC;
+    w->sys = errno;
+    return -1;
 }
 
 static int writer_flush(struct writer *w)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,9 @@
 #include "server/registry.h"
 #include "server/server.h"
 #include "server/snapfile.h"
+
+/* Nice value of the snapshot thread (the event loop keeps the process's, normally 0). */
+#define SNAPSHOT_NICE 10
 
 enum job_kind {
     JOB_WRITE,  /* write each dirty filter of filters[] */
@@ -183,6 +187,9 @@ static void run_delete(struct snapshotter *s, struct job *j)
 static void *snap_thread(void *arg)
 {
     struct snapshotter *s = arg;
+    /* Linux nice is per thread: on a busy machine clients go first, the disk waits. */
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), SNAPSHOT_NICE) != 0)
+        log_msg(LOG_DEBUG, "snapshot: cannot lower the thread's priority: %s", strerror(errno));
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (s->head == NULL && !s->quit)
