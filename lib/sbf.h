@@ -8,10 +8,13 @@
  * that one hash. No I/O here: persistence goes through the codec callbacks below.
  *
  * Concurrency: one writer at a time (any non-const call). While the writer runs, one or
- * more threads may call sbf_encode(), sbf_check*() and the figure getters on the same
- * filter: bits are set with relaxed atomic ORs and stages are published with release
- * stores, so a reader sees every add that completed before it started. sbf_clear(),
- * sbf_intersect() and sbf_free() need exclusive access.
+ * more threads may call sbf_encode(), sbf_encoded_size(), sbf_check*(), sbf_info(),
+ * sbf_estimate() and sbf_params() on the same filter, and it may be the src of an
+ * sbf_union(). Bits are set with relaxed atomic ORs on 64-bit words; the stages live in
+ * a fixed array of SBF_MAX_STAGES and a new one is published by a release store of the
+ * stage count, which readers acquire-load. So a reader sees every add that completed
+ * before it started (and maybe some later ones); item counts may lag the bits.
+ * sbf_clear(), sbf_intersect() and sbf_free() need exclusive access.
  */
 #ifndef BLOOMD_LIB_SBF_H
 #define BLOOMD_LIB_SBF_H
