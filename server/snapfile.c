@@ -281,7 +281,9 @@ int snapfile_write(const char *dir, const char *name, const struct sbf *f,
         *bytes = w.written;
     goto done;
 fail:
-    /* The previous <name>.bloom was never touched; only the tmp goes. */
+    /* The previous <name>.bloom was never touched; only the tmp goes. A failed fsync is
+     * never retried on the same file (Linux may have dropped the dirty pages): the next
+     * snapshot writes a new tmp from the filter. */
     if (w.fd >= 0)
         close(w.fd);
     w.fd = -1;
