@@ -127,7 +127,8 @@ uint64_t sbf_first_stage_bytes(const struct sbf_params *p)
  * Zeroed, 64-byte aligned bits for s. Small stages come from calloc. Large ones are
  * anonymous mappings, zeroed lazily by the kernel so resident memory grows only as
  * blocks are touched, aligned to 2 MiB and advised to use huge pages: every probe is a
- * random access, and with 4 KiB pages each one also missed the TLB.
+ * random access, and with 4 KiB pages each one also misses the TLB. 30M keys: batched
+ * fill 108 vs 126 ns/key, batched check 33 vs 40 ns/key with and without the advice.
  */
 static int bits_alloc(struct sbf_stage *s, size_t bytes)
 {
