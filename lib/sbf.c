@@ -436,6 +436,29 @@ void sbf_info(const struct sbf *f, struct sbf_info *out)
     }
 }
 
+int sbf_verify(const struct sbf *f)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    if (n < 1 || n > SBF_MAX_STAGES || sbf_params_check(&f->params) != SBF_OK)
+        return SBF_ECORRUPT;
+    for (uint32_t i = 0; i < SBF_MAX_STAGES; i++) {
+        const struct sbf_stage *s = &f->stages[i];
+        if (i >= n) {
+            if (s->mem || s->bits)
+                return SBF_ECORRUPT;
+            continue;
+        }
+        uint64_t cap;
+        struct bloom_geom g;
+        if (sbf_stage_plan(&f->params, i, &cap, &g) != SBF_OK || s->capacity != cap ||
+            s->nblocks != g.nblocks || s->k != g.k || !s->mem || !s->bits ||
+            ((uintptr_t)s->bits & (BLOOM_BLOCK_BYTES - 1)) != 0 ||
+            atomic_load_explicit(&s->items, memory_order_relaxed) > s->nblocks * BLOOM_BLOCK_BITS)
+            return SBF_ECORRUPT;
+    }
+    return SBF_OK;
+}
+
 void sbf_estimate(const struct sbf *f, struct sbf_estimate *out)
 {
     uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);

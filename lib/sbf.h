@@ -148,6 +148,14 @@ struct sbf_info {
 };
 void sbf_info(const struct sbf *f, struct sbf_info *out);
 
+/*
+ * Checks the invariants of f: stage count in [1, SBF_MAX_STAGES], every stage's capacity
+ * and geometry equal to what its parameters give, bits allocated and 64-byte aligned,
+ * item counts within the stage's bits, no stage beyond the count. O(stages); for tests
+ * and debug assertions. Returns 0 or SBF_ECORRUPT.
+ */
+int sbf_verify(const struct sbf *f);
+
 /* Popcount figures, O(bytes): estimated items and current compound false-positive rate. */
 struct sbf_estimate {
     double items;

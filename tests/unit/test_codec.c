@@ -117,6 +117,7 @@ static void test_round_trip(void **state)
                 continue;
             struct sbf *g = NULL;
             assert_int_equal(decode(o.data, o.len, steps[s], UINT64_MAX, &g), SBF_OK);
+            assert_int_equal(sbf_verify(g), SBF_OK);
             struct out o2 = encode(g);
             assert_int_equal(o2.len, o.len);
             assert_memory_equal(o2.data, o.data, o.len);
@@ -447,13 +448,35 @@ static void test_encode_beside_writer(void **state)
     sbf_free(r.f);
 }
 
+/* The invariant checker notices damaged internals (and so can fail the other tests). */
+static void test_verify_detects(void **state)
+{
+    (void)state;
+    struct sbf *f = filled(20, SBF_GROWTH_EXPONENTIAL, 10, 100);
+    assert_int_equal(sbf_verify(f), SBF_OK);
+    f->stages[1].k++;
+    assert_int_equal(sbf_verify(f), SBF_ECORRUPT);
+    f->stages[1].k--;
+    f->stages[2].nblocks--;
+    assert_int_equal(sbf_verify(f), SBF_ECORRUPT);
+    f->stages[2].nblocks++;
+    atomic_store(&f->stages[0].items, f->stages[0].nblocks * 512 + 1);
+    assert_int_equal(sbf_verify(f), SBF_ECORRUPT);
+    atomic_store(&f->stages[0].items, 20);
+    atomic_store(&f->nstages, 2); /* stage 2 allocated beyond the count */
+    assert_int_equal(sbf_verify(f), SBF_ECORRUPT);
+    atomic_store(&f->nstages, 3);
+    assert_int_equal(sbf_verify(f), SBF_OK);
+    sbf_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),           cmocka_unit_test(test_every_corruption),
         cmocka_unit_test(test_every_truncation),     cmocka_unit_test(test_version_and_limits),
         cmocka_unit_test(test_callback_failures),    cmocka_unit_test(test_hostile_headers),
-        cmocka_unit_test(test_encode_beside_writer),
+        cmocka_unit_test(test_encode_beside_writer), cmocka_unit_test(test_verify_detects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

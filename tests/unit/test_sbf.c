@@ -24,6 +24,13 @@ static struct sbf_hash key(uint64_t ns, uint64_t i)
     return sbf_hash_key(v, sizeof(v));
 }
 
+/* sbf_info plus the invariant check, after every operation a test looks at. */
+static void info_of(const struct sbf *f, struct sbf_info *info)
+{
+    assert_int_equal(sbf_verify(f), SBF_OK);
+    sbf_info(f, info);
+}
+
 static struct sbf *make(uint64_t capacity, double error)
 {
     struct sbf_params p;
@@ -146,7 +153,7 @@ static void test_checkadd_semantics(void **state)
 
     /* Present keys did not count: 3 + 3 + 2 new keys. */
     struct sbf_info info;
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.items, 8);
     assert_int_equal(info.stages, 1);
     assert_int_equal(info.capacity, 1000);
@@ -186,7 +193,7 @@ static void test_model_checkadd(void **state)
         }
     }
     struct sbf_info info;
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.items, news);
     /* ~215,000 distinct keys; false "present" on a first add is bounded by p = 1%;
      * expected <= 2150, sigma ~46: allow p itself plus 5 sigma. */
@@ -259,7 +266,7 @@ static void grown_fp(double p)
     struct sbf *f = make(10000, p);
     uint64_t added = add_range(f, 21, 0, n);
     struct sbf_info info;
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.stages, 7);
     assert_int_equal(info.items, added);
     assert_true(added > n - (uint64_t)(p * (double)n)); /* few adds swallowed by FPs */
@@ -308,14 +315,14 @@ static void growth(enum sbf_growth g, const uint64_t *caps, size_t nstages)
             i++;
         }
         struct sbf_info info;
-        sbf_info(f, &info);
+        info_of(f, &info);
         assert_int_equal(info.stages, s + 1);
         assert_int_equal(info.capacity, total);
         assert_int_equal(info.items, total);
     }
     assert_int_equal(sbf_add(f, key(31, i), NULL), SBF_OK);
     struct sbf_info info;
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.stages, nstages + 1);
     sbf_free(f);
 }
@@ -378,7 +385,7 @@ static void test_budget(void **state)
     }
     assert_false(was_added);
     struct sbf_info info;
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.stages, 1);
     assert_int_equal(info.items, added);
     assert_int_equal(count_present(f, 41, 0, 1000), 1000);
@@ -391,12 +398,12 @@ static void test_budget(void **state)
     b.limit = SIZE_MAX;
     assert_int_equal(sbf_add(f, key(41, i), &was_added), SBF_OK);
     assert_true(was_added);
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.stages, 2);
     assert_int_equal(b.used, info.bytes);
 
     sbf_clear(f);
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.stages, 1);
     assert_int_equal(info.items, 0);
     assert_int_equal(b.used, info.bytes);
@@ -411,12 +418,12 @@ static void test_clear_large(void **state)
     (void)state;
     struct sbf *f = make(2000000, 0.01);
     struct sbf_info info;
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_true(info.bytes > (2u << 20));
     assert_int_equal(add_range(f, 45, 0, 5000), 5000);
     sbf_clear(f);
     assert_int_equal(count_present(f, 45, 0, 5000), 0);
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.items, 0);
     assert_int_equal(add_range(f, 45, 0, 5000), 5000);
     assert_int_equal(count_present(f, 45, 0, 5000), 5000);
@@ -443,7 +450,7 @@ static void test_stage_limit(void **state)
     }
     assert_int_equal(rc, SBF_ELIMIT);
     struct sbf_info info;
-    sbf_info(f, &info);
+    info_of(f, &info);
     assert_int_equal(info.stages, SBF_MAX_STAGES);
     assert_int_equal(info.items, SBF_MAX_STAGES);
     assert_int_equal(added, SBF_MAX_STAGES);
@@ -465,7 +472,7 @@ static void test_union_intersect(void **state)
     add_range(u, 61, 0, 3000);
     assert_int_equal(sbf_union(u, b), SBF_OK);
     struct sbf_info info;
-    sbf_info(u, &info);
+    info_of(u, &info);
     assert_int_equal(info.stages, 4);
     assert_int_equal(count_present(u, 61, 0, 9000), 9000);
     /* The union filter holds more than its stages were sized for, so its rate is only
@@ -486,7 +493,7 @@ static void test_union_intersect(void **state)
     add_range(c, 61, 0, 1000);
     add_range(c, 65, 0, 500);
     add_range(c, 61, 1000, 2500);
-    sbf_info(c, &info);
+    info_of(c, &info);
     assert_int_equal(info.stages, 2);
     assert_int_equal(sbf_intersect(a, c), SBF_OK);
     /* A few first adds of A were false positives and did not count, shifting its stage
@@ -494,7 +501,7 @@ static void test_union_intersect(void **state)
     assert_true(count_present(a, 61, 0, 2500) >= 2490);
     uint64_t only = count_present(a, 61, 2500, 3000) + count_present(a, 65, 0, 500);
     assert_true(only < 1000 / 20);
-    sbf_info(a, &info);
+    info_of(a, &info);
     assert_int_equal(info.stages, 2);
     assert_true(info.items > 2400 && info.items < 2600);
     sbf_free(c);
@@ -513,7 +520,7 @@ static void test_union_intersect(void **state)
     c = make(1000, 0.01);
     add_range(c, 63, 0, 500);
     assert_int_equal(sbf_intersect(u, c), SBF_OK);
-    sbf_info(u, &info);
+    info_of(u, &info);
     assert_int_equal(info.stages, 4);
     assert_true(count_present(u, 61, 0, 9000) < 450);
 
@@ -526,7 +533,7 @@ static void test_union_intersect(void **state)
     assert_int_equal(sbf_intersect(c, d), SBF_EINCOMPAT);
     assert_int_equal(count_present(c, 63, 0, 500), 500);
     assert_int_equal(count_present(c, 64, 0, 100), count_present(c, 64, 0, 100));
-    sbf_info(c, &info);
+    info_of(c, &info);
     assert_int_equal(info.items, 500);
     sbf_free(a);
     sbf_free(b);
@@ -553,7 +560,7 @@ static void test_union_budget(void **state)
     assert_int_equal(sbf_union(dst, src), SBF_ENOMEM);
     assert_int_equal(bud.used, before);
     struct sbf_info info;
-    sbf_info(dst, &info);
+    info_of(dst, &info);
     assert_int_equal(info.stages, 1);
     assert_int_equal(info.items, 500);
     assert_true(count_present(dst, 72, 0, 8000) < 400);
@@ -598,7 +605,7 @@ static void test_concurrent_reader(void **state)
     pthread_join(t, NULL);
     assert_int_equal(r.misses, 0);
     struct sbf_info info;
-    sbf_info(r.f, &info);
+    info_of(r.f, &info);
     assert_true(info.stages >= 9);
     sbf_free(r.f);
 }
