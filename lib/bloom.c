@@ -118,9 +118,10 @@ static uint64_t blocks_textbook(double n, double target, uint32_t k)
     double dlo = n / LAMBDA_MAX, dhi = n / LAMBDA_MIN;
     if (dhi > (double)BLOOM_MAX_NBLOCKS)
         dhi = (double)BLOOM_MAX_NBLOCKS;
+    /* Rounded up, so no load above LAMBDA_MAX (the rate tables' limit) is evaluated. */
     uint64_t lo = (uint64_t)dlo, hi = (uint64_t)dhi;
-    if (lo == 0)
-        lo = 1;
+    if ((double)lo < dlo || lo == 0)
+        lo++;
     if (hi < lo || !fits(n, hi, target, k, NULL))
         return 0;
     return fewest(n, target, k, NULL, lo, hi);
@@ -131,8 +132,8 @@ static uint64_t blocks_textbook(double n, double target, uint32_t k)
 static uint64_t blocks_exact(double n, double target, uint32_t k, uint64_t nb0)
 {
     double g[JMAX_LIMIT + 1];
-    double lam = n / (double)nb0; /* the largest load ever evaluated below */
-    bloom_block_rates(k, JMAX(lam > LAMBDA_MAX ? LAMBDA_MAX : lam), g);
+    /* The largest load evaluated below; <= LAMBDA_MAX as nb0 >= n / LAMBDA_MAX. */
+    bloom_block_rates(k, JMAX(n / (double)nb0), g);
     uint64_t lo = nb0, step = nb0 / 32 + 1;
     uint64_t hi = lo;
     while (!fits(n, hi, target, k, g)) {
