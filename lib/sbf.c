@@ -52,10 +52,10 @@ const char *sbf_strerror(int err)
  * only on the growth. Bits per key actually added, 1% error, c0 = 1M, scale 2 (from the
  * real stage geometries; the last stage is partly filled, hence 10x > 100x):
  *   r     1x (1 stage)  10x (4)  100x (7)  1000x (10)
- *   0.5   11.50         23.12    26.39     27.90
- *   0.7   12.72         22.12    22.07     20.80
- *   0.8   13.74         22.51    21.13     18.86
- *   0.9   15.49         24.17    21.45     18.14
+ *   0.5   11.54         23.21    26.52     28.08
+ *   0.7   12.76         22.20    22.16     20.90
+ *   0.8   13.78         22.59    21.21     18.94
+ *   0.9   15.55         24.27    21.54     18.22
  * Small r is cheapest if the filter never grows, but each stage then costs ~1.4 more
  * bits per key; large r pays 1.8 bits up front. Filters here grow by unknown factors
  * into the hundreds of millions, so 0.8: within 2% of the best from 10x up, 8% above
