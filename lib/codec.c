@@ -1,7 +1,7 @@
 /*
  * codec.c - the on-disk/over-the-wire format of a filter, streamed through callbacks.
- * Format v1, every integer little-endian, doubles as their IEEE-754 binary64 bits:
- *   header  "BLOOMSBF" u32 version=1, u32 nstages, u64 capacity, f64 error, u32 growth,
+ * Format v2, every integer little-endian, doubles as their IEEE-754 binary64 bits:
+ *   header  "BLOOMSBF" u32 version=2, u32 nstages, u64 capacity, f64 error, u32 growth,
  *           f64 scale, f64 ratio                                              (52 bytes)
  *   stages  nstages x { u64 capacity, u64 items, u64 nblocks, u32 k }         (28 bytes each)
  *   bits    each stage's nblocks*8 words, in stage order
@@ -16,7 +16,9 @@
 #include "lib/sbf.h"
 #include "lib/sbf_internal.h"
 
-#define CODEC_VERSION 1u
+/* The version names the stage geometry rule too, since the loader recomputes and compares
+ * it: v1 sized stages with the textbook per-block rate, v2 with the exact one. */
+#define CODEC_VERSION 2u
 #define HEADER_BYTES 52u
 #define STAGE_BYTES 28u
 #define CHUNK_BYTES ((size_t)64 * 1024) /* bits move in chunks of this size */
