@@ -469,13 +469,7 @@ int commands_execute(struct server *srv, const struct proto_request *req, struct
         cmd_list(srv, req, out);
         break;
     case PROTO_CMD_DROP:
-        if (registry_remove(srv->reg, req->name.ptr, req->name.len)) {
-            snapshot_forget(srv->snap, req->name.ptr, req->name.len);
-            proto_reply_word(out, "DELETED");
-        } else {
-            proto_reply_word(out, "NOT_FOUND");
-        }
-        break;
+        return snapshot_cmd_drop(srv, req->name, out, conn);
     case PROTO_CMD_CLEAR:
         cmd_clear(srv, req, out);
         break;

@@ -1,8 +1,9 @@
 /*
  * snapshot.c - the snapshot thread and its FIFO job queue. The event loop posts jobs
  * (write these filters, delete that file) holding filter references; the one thread runs
- * them in order and hands finished FLUSH jobs back through an eventfd. Workload: few
- * filters, some of them gigabytes, written while clients keep adding to them.
+ * them in order and hands finished FLUSH and DROP jobs back through an eventfd, so those
+ * commands answer only once their effect is on disk. Workload: few filters, some of them
+ * gigabytes, written while clients keep adding to them.
  *
  * Why no stale file can resurrect a dropped filter: a filter leaves the registry (DROP)
  * on the event loop before its delete job is queued, and every write job holds the
@@ -51,7 +52,7 @@ struct job {
     size_t n;
     char name[PROTO_MAX_NAME + 1]; /* JOB_DELETE */
     bool periodic;                 /* queued by the timer */
-    snapshot_done_fn done;         /* FLUSH: called on the event loop; else NULL */
+    snapshot_done_fn done;         /* FLUSH, DROP: called on the event loop; else NULL */
     void *arg;
     int err;       /* result: 0 or SNAPSHOT_EIO */
     char why[256]; /* the first failure */
@@ -63,7 +64,7 @@ struct snapshotter {
     pthread_mutex_t lock;         /* guards everything down to `stats` */
     pthread_cond_t cond;          /* signalled when a job is queued or quit is set */
     struct job *head, *tail;      /* queued jobs, oldest first */
-    struct job *done, *done_tail; /* finished FLUSH jobs for the event loop, in order */
+    struct job *done, *done_tail; /* finished jobs with a done callback, in order */
     bool quit;                    /* the thread exits once the queue is empty */
     bool periodic_queued;         /* a timer job is queued or running: skip the next tick */
     struct snapshot_stats stats;
@@ -341,10 +342,9 @@ int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn don
     return 0;
 }
 
-void snapshot_forget(struct snapshotter *s, const char *name, size_t len)
+int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapshot_done_fn done,
+                    void *arg)
 {
-    if (s == NULL)
-        return;
     struct job *j = calloc(1, sizeof *j);
     if (j == NULL || len >= sizeof j->name) {
         free(j);
@@ -355,23 +355,65 @@ void snapshot_forget(struct snapshotter *s, const char *name, size_t len)
         pthread_mutex_lock(&s->lock);
         s->stats.failures++;
         pthread_mutex_unlock(&s->lock);
-        return;
+        return SNAPSHOT_ENOMEM;
     }
     j->kind = JOB_DELETE;
     memcpy(j->name, name, len);
     j->name[len] = '\0';
+    j->done = done;
+    j->arg = arg;
     enqueue(s, j);
+    return 0;
+}
+
+/* Appends word, or SERVER_ERROR <lead><why> if err, to conn's output and resumes it. */
+static void answer(struct conn *c, int err, const char *word, const char *lead, const char *why)
+{
+    struct proto_buf *out = conn_output(c);
+    if (err == 0) {
+        proto_reply_word(out, word);
+    } else {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s%s", lead, why);
+        proto_reply_error(out, "SERVER_ERROR", msg);
+    }
+    conn_resume(c);
 }
 
 static void flush_done(void *arg, int err, const char *why)
 {
-    struct conn *c = arg;
-    struct proto_buf *out = conn_output(c);
-    if (err == 0)
-        proto_reply_word(out, "OK");
-    else
-        proto_reply_error(out, "SERVER_ERROR", why);
-    conn_resume(c);
+    answer(arg, err, "OK", "", why);
+}
+
+#define DROP_LEAD "filter dropped from memory, but its file could not be removed: "
+
+static void drop_done(void *arg, int err, const char *why)
+{
+    answer(arg, err, "DELETED", DROP_LEAD, why);
+}
+
+int snapshot_cmd_drop(struct server *srv, struct proto_slice name, struct proto_buf *out,
+                      struct conn *conn)
+{
+    if (!registry_remove(srv->reg, name.ptr, name.len)) {
+        proto_reply_word(out, "NOT_FOUND");
+        return CMD_DONE;
+    }
+    if (srv->snap == NULL) {
+        proto_reply_word(out, "DELETED");
+        return CMD_DONE;
+    }
+    /* Without a connection to answer later, the file goes in the background. */
+    bool later = conn != NULL;
+    if (snapshot_forget(srv->snap, name.ptr, name.len, later ? drop_done : NULL, conn) != 0) {
+        proto_reply_error(out, "SERVER_ERROR", DROP_LEAD "out of memory");
+        return CMD_DONE;
+    }
+    if (!later) {
+        proto_reply_word(out, "DELETED");
+        return CMD_DONE;
+    }
+    return CMD_PENDING;
 }
 
 int snapshot_cmd_flush(struct server *srv, struct proto_slice name, struct proto_buf *out,

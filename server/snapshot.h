@@ -2,7 +2,8 @@
  * snapshot.h - background persistence of the registry: one thread writes filters to the
  * data directory (server/snapfile.h) from a FIFO queue of jobs posted by the event loop:
  * every snapshot_interval seconds, on FLUSH, on DROP (delete the file) and at shutdown.
- * The event loop never touches the disk after start-up; FLUSH answers come back to it.
+ * The event loop never touches the disk after start-up; FLUSH and DROP answers come back
+ * to it.
  */
 #ifndef BLOOMD_SERVER_SNAPSHOT_H
 #define BLOOMD_SERVER_SNAPSHOT_H
@@ -42,16 +43,17 @@ int snapshot_start(struct server *srv);
 
 /*
  * Writes every filter changed since its last snapshot, then joins the thread and frees
- * everything; srv->snap becomes NULL. Blocks until the data is on disk. Pending FLUSH
- * callbacks are not called. Returns 0, or SNAPSHOT_EIO if a final write failed (logged).
- * Does nothing when srv->snap is NULL.
+ * everything; srv->snap becomes NULL. Blocks until the data is on disk. Pending done
+ * callbacks (FLUSH, DROP) are not called. Returns 0, or SNAPSHOT_EIO if a final write failed
+ * (logged). Does nothing when srv->snap is NULL.
  */
 int snapshot_stop(struct server *srv);
 
 /*
- * Called on the event loop when a flush finishes: err is 0 when every filter it covered
- * is durable, else why says what failed ("write x.bloom.tmp: No space left on device").
- * Not called if the server is stopping by then.
+ * Called on the event loop when a flush or a deletion finishes: err is 0 when every
+ * filter it covered is durable (or durably gone), else why says what failed
+ * ("write x.bloom.tmp: No space left on device"). Not called if the server is stopping
+ * by then.
  */
 typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
 
@@ -72,11 +74,25 @@ int snapshot_cmd_flush(struct server *srv, struct proto_slice name, struct proto
                        struct conn *conn);
 
 /*
- * DROP: queues the deletion of the files of the filter named name[0..len), after every
- * job already queued. Call after registry_remove(). Failure is logged and counted. Does
- * nothing when s is NULL (no snapshotter, as in unit tests).
+ * Queues the deletion of the files of the filter named name[0..len), behind every job
+ * already queued (s is not NULL); call after registry_remove(). When done is not NULL,
+ * calls done(arg, ...) on the event loop once the files are unlinked and the directory
+ * synced (files already missing count as removed). Returns 0, or SNAPSHOT_ENOMEM (logged
+ * and counted as a failure: the file will be loaded again at the next start) and done is
+ * never called.
  */
-void snapshot_forget(struct snapshotter *s, const char *name, size_t len);
+int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapshot_done_fn done,
+                    void *arg);
+
+/*
+ * The DROP name command for commands.c: removes the filter from srv->reg, then, with a
+ * snapshotter and a conn, returns CMD_PENDING and answers DELETED, or SERVER_ERROR <why>
+ * if its file could not be removed, through conn_resume(conn) once the removal is
+ * durable. Else returns CMD_DONE with the reply in out: NOT_FOUND, a SERVER_ERROR, or
+ * DELETED at once when srv->snap or conn is NULL (a snapshotter still deletes the file).
+ */
+int snapshot_cmd_drop(struct server *srv, struct proto_slice name, struct proto_buf *out,
+                      struct conn *conn);
 
 /* Figures for STATS. Times are Unix seconds, 0 when nothing happened yet. */
 struct snapshot_stats {

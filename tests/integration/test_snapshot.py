@@ -342,6 +342,41 @@ def test_drop_and_clear_racing_snapshots_leave_no_resurrection(daemons):
         c.close()
 
 
+
+def test_drop_is_durable_before_deleted(daemons):
+    """DELETED means the snapshot file is gone: a kill -9 right after it must not bring the
+    filter back. A big filter's FLUSH (another connection) is being written when DROP
+    arrives, so the deletion waits behind it: a DELETED sent before the deletion is done
+    would reach the client while the file still exists."""
+    d = daemons()
+    c, c2 = d.conn(), d.conn()
+    assert c.cmd("CREATE doomed capacity=1000") == "CREATED"
+    c.add("doomed", keys("doomed", 100))
+    assert c.cmd("FLUSH doomed") == "OK"
+    assert files(d.data_dir) == ["doomed.bloom"]
+    assert c.cmd("CREATE slow capacity=20000000 error=0.01") == "CREATED"  # ~34 MB file
+    c.add("slow", keys("slow", 100))
+    c2.send("FLUSH slow")
+    deadline = time.monotonic() + 10
+    while c.stats("STATS")["snapshot_running"] != "1":
+        assert time.monotonic() < deadline, "the FLUSH of slow never showed as running"
+    assert c.cmd("DROP doomed") == "DELETED"
+    d.kill()
+    c.close()
+    c2.close()
+    d.start()
+    c = d.conn()
+    assert c.cmd("INFO doomed") == "NOT_FOUND"
+    assert "doomed.bloom" not in files(d.data_dir)
+    # Pipelined: DROP's late reply still comes in order.
+    c.send("CREATE again capacity=1000")
+    c.send("DROP again")
+    c.send("DROP again")
+    c.send("INFO again")
+    assert [c.line() for _ in range(4)] == ["CREATED", "DELETED", "NOT_FOUND", "NOT_FOUND"]
+    c.close()
+
+
 # ---- damaged files ----
 
 def damaged(good: bytes) -> Dict[str, bytes]:

@@ -1,8 +1,8 @@
 /*
  * test_snapshot.c - unit tests of the snapshot thread (server/snapshot.c) with a real
  * event loop and registry but no sockets: dirty tracking, FIFO order of writes and
- * deletes, failures that keep the filter dirty and are retried, the final snapshot at
- * stop, and loading it back clean.
+ * deletes, failures that keep the filter dirty and are retried, failed deletes reported
+ * to the caller, the final snapshot at stop, and loading it back clean.
  */
 #include <setjmp.h> /* cmocka needs these first */
 #include <stdarg.h>
@@ -186,12 +186,35 @@ static void test_drop_deletes_after_queued_writes(void **state)
     int before = fx->calls;
     assert_int_equal(snapshot_flush(fx->srv.snap, d, on_done, fx), 0);
     assert_true(registry_remove(fx->srv.reg, "doomed", 6));
-    snapshot_forget(fx->srv.snap, "doomed", 6);
+    assert_int_equal(snapshot_forget(fx->srv.snap, "doomed", 6, NULL, NULL), 0);
     assert_int_equal(snapshot_flush(fx->srv.snap, NULL, on_done, fx), 0);
     wait_for(fx, before + 2);
     assert_int_equal(fx->last_err, 0);
     assert_false(exists(fx, "doomed.bloom"));
     assert_false(exists(fx, "doomed.bloom.tmp"));
+    /* With a callback (DROP's answer): called once done; a file already gone is fine. */
+    assert_int_equal(snapshot_forget(fx->srv.snap, "doomed", 6, on_done, fx), 0);
+    wait_for(fx, before + 3);
+    assert_int_equal(fx->last_err, 0);
+}
+
+static void test_failed_delete_is_reported(void **state)
+{
+    struct fixture *fx = *state;
+    make(fx, "stuck", "s", 100);
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_true(registry_remove(fx->srv.reg, "stuck", 5));
+    char moved[80];
+    snprintf(moved, sizeof moved, "%s.away", fx->dir);
+    assert_int_equal(rename(fx->dir, moved), 0);
+    int before = fx->calls;
+    assert_int_equal(snapshot_forget(fx->srv.snap, "stuck", 5, on_done, fx), 0);
+    wait_for(fx, before + 1);
+    assert_int_equal(rename(moved, fx->dir), 0);
+    assert_int_equal(fx->last_err, SNAPSHOT_EIO);
+    assert_non_null(strstr(fx->last_why, "open directory "));
+    assert_int_equal(stats(fx).failures, 1);
+    assert_true(exists(fx, "stuck.bloom"));
 }
 
 static void test_failure_keeps_dirty_and_retries(void **state)
@@ -247,6 +270,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dirty_filters_written_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drop_deletes_after_queued_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_delete_is_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_keeps_dirty_and_retries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_writes_and_load_restores, setup, teardown),
     };
