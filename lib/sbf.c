@@ -42,6 +42,8 @@ const char *sbf_strerror(int err)
         return "unsupported format version";
     case SBF_ETOOBIG:
         return "filter too big";
+    case SBF_EGROWN:
+        return "cannot intersect a filter that has grown beyond one stage";
     default:
         return "unknown error";
     }
@@ -517,23 +519,19 @@ int sbf_intersect(struct sbf *dst, const struct sbf *src)
 {
     if (!sbf_compatible(dst, src))
         return SBF_EINCOMPAT;
-    uint32_t nd = atomic_load_explicit(&dst->nstages, memory_order_relaxed);
-    uint32_t ns = atomic_load_explicit(&src->nstages, memory_order_acquire);
-    for (uint32_t i = 0; i < nd; i++) {
-        struct sbf_stage *d = &dst->stages[i];
-        uint64_t words = d->nblocks * BLOOM_BLOCK_WORDS;
-        if (i < ns) {
-            const struct sbf_stage *s = &src->stages[i];
-            for (uint64_t w = 0; w < words; w++) {
-                uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
-                atomic_fetch_and_explicit(&d->bits[w], v, memory_order_relaxed);
-            }
-            set_items_from_estimate(d);
-        } else {
-            memset((void *)d->bits, 0, (size_t)(words * sizeof(uint64_t)));
-            atomic_store_explicit(&d->items, 0, memory_order_relaxed);
-        }
+    /* Which stage a key went to depends on when each filter grew, so only single-stage
+     * filters can be intersected without losing keys held by both. */
+    if (atomic_load_explicit(&dst->nstages, memory_order_relaxed) != 1 ||
+        atomic_load_explicit(&src->nstages, memory_order_acquire) != 1)
+        return SBF_EGROWN;
+    struct sbf_stage *d = &dst->stages[0];
+    const struct sbf_stage *s = &src->stages[0];
+    uint64_t words = d->nblocks * BLOOM_BLOCK_WORDS;
+    for (uint64_t w = 0; w < words; w++) {
+        uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
+        atomic_fetch_and_explicit(&d->bits[w], v, memory_order_relaxed);
     }
+    set_items_from_estimate(d);
     return SBF_OK;
 }
 

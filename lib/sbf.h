@@ -34,6 +34,7 @@ enum sbf_err {
     SBF_ECORRUPT = -6,  /* codec: bad magic, field, size or checksum */
     SBF_EVERSION = -7,  /* codec: a format version this build does not read */
     SBF_ETOOBIG = -8,   /* codec: the input declares more bytes than max_bytes */
+    SBF_EGROWN = -9,    /* intersection of a filter that has more than one stage */
 };
 
 /* Returns a short static description of an sbf_err ("out of memory", ...). */
@@ -128,9 +129,9 @@ int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *
 /*
  * dst |= src (or &=), stage by stage. The filters must be compatible (else
  * SBF_EINCOMPAT, dst unchanged). Union gives dst any stages only src has (may fail with
- * SBF_ENOMEM, dst unchanged); intersection empties dst's stages that src lacks.
- * Intersection keeps a key only where both filters hold it in the same stage (always
- * true for single-stage filters); a key in different stages of the two is lost.
+ * SBF_ENOMEM, dst unchanged). Intersection needs both filters to have one stage, else
+ * SBF_EGROWN and dst unchanged: a key that sits in different stages of two grown filters
+ * would be lost by a stage-by-stage AND, and a filter never gives false negatives.
  * Afterwards dst's item counts are the popcount estimates, counted per stage.
  */
 int sbf_union(struct sbf *dst, const struct sbf *src);

@@ -34,6 +34,8 @@ static void reply_sbf_error(struct proto_buf *out, int err)
         proto_reply_error(out, ERR_SERVER, "filter cannot grow: stage limit reached");
     else if (err == SBF_EINCOMPAT)
         proto_reply_error(out, ERR_CLIENT, "incompatible filters");
+    else if (err == SBF_EGROWN)
+        proto_reply_error(out, ERR_CLIENT, "cannot intersect grown filters (more than one stage)");
     else
         proto_reply_error(out, ERR_SERVER, sbf_strerror(err));
 }
@@ -213,11 +215,19 @@ static int copy_sbf(struct server *srv, const struct sbf *src, struct sbf **out)
     return rc;
 }
 
+static bool grown(const struct filter *f)
+{
+    struct sbf_info info;
+    sbf_info(f->sbf, &info);
+    return info.stages > 1;
+}
+
 static void cmd_setop(struct server *srv, const struct proto_request *req, struct proto_buf *out,
                       bool intersect)
 {
     struct proto_slice rest = req->args, name;
     struct filter *first = NULL;
+    bool any_grown = false;
     while (proto_next_arg(&rest, &name)) {
         struct filter *src = lookup(srv, name);
         if (src == NULL) {
@@ -228,6 +238,7 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
             first = src;
         else if (!sbf_compatible(first->sbf, src->sbf))
             goto incompatible;
+        any_grown |= grown(src);
     }
     if (first == NULL) { /* the parser guarantees a source; stay safe anyway */
         proto_reply_error(out, ERR_CLIENT, "no source filters");
@@ -236,6 +247,8 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
     struct filter *dst = lookup(srv, req->name);
     if (dst != NULL && !sbf_compatible(dst->sbf, first->sbf))
         goto incompatible;
+    if (intersect && (any_grown || (dst != NULL && grown(dst))))
+        goto grown;
 
     struct setop op = {
         .srcs = req->args, .skip = dst, .reg = srv->reg, .intersect = intersect, .rc = SBF_OK};
@@ -277,7 +290,11 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
     proto_reply_word(out, "OK");
     return;
 incompatible:
-    proto_reply_error(out, ERR_CLIENT, "incompatible filters");
+    reply_sbf_error(out, SBF_EINCOMPAT);
+    return;
+grown:
+    /* Checked before anything changes: lib would refuse too, but maybe after a first source. */
+    reply_sbf_error(out, SBF_EGROWN);
 }
 
 static void sbf_clear_cb(struct sbf *s, void *arg)

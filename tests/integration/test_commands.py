@@ -94,6 +94,22 @@ def test_union_intersect(client):
     assert client.cmd("UNION a").startswith("CLIENT_ERROR")
 
 
+def test_intersect_refuses_grown_filters(client):
+    # A key may sit in different stages of two grown filters: a stage-by-stage AND would
+    # lose it, so the server refuses and changes nothing.
+    assert client.cmd("CREATE g capacity=10") == "CREATED"
+    assert client.cmd("CREATE h capacity=10") == "CREATED"
+    keys = " ".join("k%d" % i for i in range(50))
+    assert client.cmd("ADD g " + keys).startswith("ADDED ")
+    assert client.cmd("ADD h k1 k2") == "ADDED 2"
+    assert client.stats("INFO g")["stages"] != "1"
+    for req in ("INTERSECT g h", "INTERSECT h g", "INTERSECT new g h"):
+        assert client.cmd(req) == "CLIENT_ERROR cannot intersect grown filters (more than one stage)"
+    assert client.cmd("CHECK g " + keys) == " ".join(["1"] * 50)
+    assert client.cmd("CHECK h k1 k2 k3") == "1 1 0"
+    assert client.cmd("INFO new") == "NOT_FOUND"
+
+
 def test_list(client):
     assert client.block("LIST") == []
     for name in ("web-2", "web-10", "api", "web.x"):
