@@ -3,8 +3,10 @@
 `BLOOMD_BIN` names the binary (the Makefile passes the ASan build). A `Daemon` runs one
 bloomd process on a given data dir with extra flags; `start()` waits for its
 "listening on <host>:<port>" log line, `stop()` sends SIGTERM and checks exit code 0 and
-a clean sanitizer report, `restart()` does both on the same data dir. Other test files
-(snapshots, persistence) use `daemon_factory` to make daemons and restart them.
+a clean sanitizer report, `kill()` is a SIGKILL crash, `restart()` stops and starts on the
+same data dir. `daemon_factory` makes daemons (extra flags such as a snapshot interval go in
+`args`) and checks every run's log at teardown. `Client` speaks the text protocol, with
+chunked helpers for many keys.
 """
 
 import os
@@ -22,6 +24,8 @@ BLOOMD_BIN = os.environ.get("BLOOMD_BIN", str(REPO / "build" / "asan" / "bloomd"
 LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
                    "runtime error:")
+START_TIMEOUT = 30.0  # loading big snapshots under ASan on a busy machine takes a while
+STOP_TIMEOUT = 20.0
 
 
 class Client:
@@ -64,11 +68,33 @@ class Client:
             lines.append(line)
 
     def stats(self, request="STATS"):
-        """INFO/STATS as a dict of field -> string value."""
+        """INFO/STATS as a dict of field -> string value (asserts a STAT block came back)."""
         out = {}
         for line in self.block(request):
+            assert line.startswith("STAT "), (request, line)
             _, field, value = line.split(" ", 2)
             out[field] = value
+        return out
+
+    def names(self, prefix=""):
+        """Filter names from LIST [prefix]."""
+        return [line.split(" ")[1] for line in self.block(("LIST " + prefix).rstrip())]
+
+    def add(self, name, keys, chunk=500):
+        """ADDs many keys, chunk per request; asserts each reply is ADDED."""
+        for i in range(0, len(keys), chunk):
+            reply = self.cmd("ADD %s %s" % (name, " ".join(keys[i:i + chunk])))
+            assert reply.startswith("ADDED"), reply
+
+    def check(self, name, keys, chunk=500):
+        """CHECKs many keys, chunk per request; returns one bool per key."""
+        out = []
+        for i in range(0, len(keys), chunk):
+            part = keys[i:i + chunk]
+            reply = self.cmd("CHECK %s %s" % (name, " ".join(part)))
+            bits = reply.split(" ")
+            assert len(bits) == len(part) and set(bits) <= {"0", "1"}, reply[:200]
+            out += [b == "1" for b in bits]
         return out
 
     def read_until_closed(self, timeout=10.0):
@@ -116,8 +142,10 @@ class Daemon:
             cmd += ["--port", "0"]
         return cmd + self.args
 
-    def start(self, timeout=15.0):
+    def start(self, timeout=START_TIMEOUT):
         assert self.proc is None, "already running"
+        if not os.access(self.binary, os.X_OK):
+            pytest.fail("no daemon at %s: run `make build/asan/bloomd`" % self.binary)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BLOOMD_")}
         env.update(self.env)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -152,7 +180,7 @@ class Daemon:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, sig=signal.SIGTERM, timeout=15.0, check=True):
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT, check=True):
         """Signals the daemon, waits, and (check) asserts exit 0 and no sanitizer report."""
         if self.proc is None:
             return None
@@ -191,7 +219,8 @@ class Daemon:
 def daemon_factory(tmp_path):
     """Makes Daemon objects: factory(args=(), env=None, data_dir=None, start=True).
 
-    Every daemon still running at the end of the test is stopped and checked.
+    Every daemon still running at the end of the test is stopped and checked, and every
+    run's log (runs ended by kill() too) must be free of sanitizer reports.
     """
     made = []
 
@@ -199,18 +228,22 @@ def daemon_factory(tmp_path):
         n = len(made)
         d = Daemon(data_dir or tmp_path / ("data%d" % n), args, env,
                    log_path=tmp_path / ("bloomd%d.log" % n))
-        made.append(d)
+        made.append((d, d.log_path))
         if start:
             d.start()
         return d
 
     yield make
     errors = []
-    for d in made:
+    for d, log_path in made:
         try:
             d.stop()
         except AssertionError as e:
             errors.append(str(e))
+        for path in {log_path, d.log_path}:
+            log = path.read_text(errors="replace") if path.exists() else ""
+            if any(m in log for m in SANITIZER_MARKS):
+                errors.append("sanitizer report in %s:\n%s" % (path, log[-5000:]))
     assert not errors, "\n".join(errors)
 
 

@@ -1,170 +1,26 @@
 """Snapshots end to end: the real daemon ($BLOOMD_BIN) on loopback with a temporary data
 dir, restarted, SIGKILLed mid-write, fed damaged files, and run out of disk space.
 
-Self-contained helpers (no shared fixtures needed): each test starts its own daemons with
-the snapshot settings it needs. Kept small for `make test` with the ASan daemon; set
-BLOOMD_SNAP_FULL=1 for the full kill test (50 kills of a ~137 MB filter; default 12 of ~69 MB).
+Daemons come from conftest's `daemon_factory`, started with the snapshot interval each test
+needs. Kept small for `make test` with the ASan daemon; set BLOOMD_SNAP_FULL=1 for the full
+kill test (50 kills of a ~137 MB filter; default 12 of ~69 MB).
 """
 import os
 import random
 import re
-import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BLOOMD_BIN = os.environ.get("BLOOMD_BIN", str(REPO / "build" / "asan" / "bloomd"))
+from conftest import Client
+
 FULL = os.environ.get("BLOOMD_SNAP_FULL") == "1"
-START_DEADLINE = 30.0
-STOP_DEADLINE = 20.0
-_LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
-
-
-class Conn:
-    """A blocking text-protocol connection; requests may be pipelined with send()."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-        self.buf = b""
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, line: str) -> None:
-        self.sock.sendall(line.encode() + b"\r\n")
-
-    def line(self) -> str:
-        while b"\r\n" not in self.buf:
-            data = self.sock.recv(1 << 16)
-            if not data:
-                raise ConnectionError("connection closed")
-            self.buf += data
-        first, self.buf = self.buf.split(b"\r\n", 1)
-        return first.decode()
-
-    def cmd(self, line: str) -> str:
-        self.send(line)
-        return self.line()
-
-    def stats(self, line: str) -> Dict[str, str]:
-        """A STAT ... END reply (INFO, STATS) as a dict."""
-        self.send(line)
-        out: Dict[str, str] = {}
-        while True:
-            reply = self.line()
-            if reply == "END":
-                return out
-            parts = reply.split(" ", 2)
-            assert parts[0] == "STAT", reply
-            out[parts[1]] = parts[2]
-
-    def list(self) -> List[str]:
-        """Filter names from LIST."""
-        self.send("LIST")
-        names = []
-        while True:
-            reply = self.line()
-            if reply == "END":
-                return names
-            names.append(reply.split(" ")[1])
-
-    def add(self, name: str, keys: List[str], chunk: int = 500) -> None:
-        for i in range(0, len(keys), chunk):
-            reply = self.cmd("ADD %s %s" % (name, " ".join(keys[i:i + chunk])))
-            assert reply.startswith("ADDED"), reply
-
-    def check(self, name: str, keys: List[str], chunk: int = 500) -> List[bool]:
-        out: List[bool] = []
-        for i in range(0, len(keys), chunk):
-            reply = self.cmd("CHECK %s %s" % (name, " ".join(keys[i:i + chunk])))
-            bits = reply.split(" ")
-            assert len(bits) == len(keys[i:i + chunk]) and set(bits) <= {"0", "1"}, reply[:200]
-            out += [b == "1" for b in bits]
-        return out
-
-
-class Daemon:
-    """One bloomd on 127.0.0.1; start/stop/kill may be repeated on the same data dir."""
-
-    def __init__(self, data_dir: Path, log: Path, interval: int = 0) -> None:
-        self.data_dir, self.log, self.interval = data_dir, log, interval
-        self.port = 0
-        self.proc: Optional["subprocess.Popen[bytes]"] = None
-        self.offset = 0
-
-    def start(self) -> None:
-        if not os.access(BLOOMD_BIN, os.X_OK):
-            pytest.fail("no daemon at %s: run `make build/asan/bloomd`" % BLOOMD_BIN)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.offset = self.log.stat().st_size if self.log.exists() else 0
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [BLOOMD_BIN, "--port", "0", "--bind", "127.0.0.1", "--data-dir",
-                 str(self.data_dir), "--snapshot-interval", str(self.interval)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        deadline = time.monotonic() + START_DEADLINE
-        while time.monotonic() < deadline:
-            found = _LISTENING.search(self.run_log())
-            if found:
-                self.port = int(found.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.kill()
-        pytest.fail("bloomd did not start:\n" + self.run_log()[-3000:])
-
-    def run_log(self) -> str:
-        """The log of the current (or last) run only."""
-        return self.log.read_bytes()[self.offset:].decode("utf-8", "replace")
-
-    def conn(self) -> Conn:
-        return Conn(self.port)
-
-    def stop(self) -> int:
-        """SIGTERM; returns the exit status."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(STOP_DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail("bloomd did not exit within %s s of SIGTERM" % STOP_DEADLINE)
-        finally:
-            self.proc = None
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-
-@pytest.fixture
-def daemons(tmp_path: Path):
-    """make(interval=0, data_dir=None) -> a started Daemon; all SIGTERMed (exit 0) after."""
-    made: List[Daemon] = []
-
-    def make(interval: int = 0, data_dir: Optional[Path] = None) -> Daemon:
-        n = len(made)
-        d = Daemon(data_dir or tmp_path / ("data%d" % n), tmp_path / ("bloomd%d.log" % n),
-                   interval)
-        made.append(d)
-        d.start()
-        return d
-
-    yield make
-    for d in made:
-        if d.proc is not None:
-            assert d.stop() == 0, d.run_log()[-3000:]
-        log = d.log.read_text(errors="replace")
-        for mark in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
-            assert mark not in log, log[-5000:]
+TIMEOUT = 60.0  # client socket timeout: big FLUSHes under ASan are slow
+NO_TIMER = ["--snapshot-interval", "0"]  # snapshots only on FLUSH and shutdown
+EVERY_SECOND = ["--snapshot-interval", "1"]
 
 
 def keys(prefix: str, n: int, start: int = 0) -> List[str]:
@@ -188,7 +44,7 @@ PARAMS = ("capacity", "error", "growth", "scale", "ratio", "stages", "total_capa
           "items")
 
 
-def fill(c: Conn) -> Dict[str, Dict[str, str]]:
+def fill(c: Client) -> Dict[str, Dict[str, str]]:
     infos = {}
     for name, (opts, n) in FILTERS.items():
         assert c.cmd("CREATE %s %s" % (name, opts)) == "CREATED"
@@ -198,8 +54,8 @@ def fill(c: Conn) -> Dict[str, Dict[str, str]]:
     return infos
 
 
-def assert_same(c: Conn, infos: Dict[str, Dict[str, str]]) -> None:
-    assert sorted(c.list()) == sorted(infos)
+def assert_same(c: Client, infos: Dict[str, Dict[str, str]]) -> None:
+    assert sorted(c.names()) == sorted(infos)
     for name, (_, n) in FILTERS.items():
         info = c.stats("INFO " + name)
         for p in PARAMS:
@@ -207,54 +63,54 @@ def assert_same(c: Conn, infos: Dict[str, Dict[str, str]]) -> None:
         assert all(c.check(name, keys(name, n))), name
 
 
-def test_restart_after_sigterm_keeps_everything(daemons):
-    d = daemons()
-    c = d.conn()
+def test_restart_after_sigterm_keeps_everything(daemon_factory):
+    d = daemon_factory(NO_TIMER)
+    c = d.client(TIMEOUT)
     infos = fill(c)
     c.close()
     t0 = time.monotonic()
-    assert d.stop() == 0, d.run_log()[-3000:]
+    assert d.stop() == 0, d.log()[-3000:]
     assert time.monotonic() - t0 < 10
     assert files(d.data_dir) == sorted(n + ".bloom" for n in FILTERS)
     d.start()
-    c = d.conn()
+    c = d.client(TIMEOUT)
     assert_same(c, infos)
     stats = c.stats("STATS")
     assert stats["snapshots_written"] == "0"  # nothing changed since the load
     c.close()
 
 
-def test_flush_then_kill9_keeps_acknowledged_keys(daemons):
-    d = daemons()
-    c = d.conn()
+def test_flush_then_kill9_keeps_acknowledged_keys(daemon_factory):
+    d = daemon_factory(NO_TIMER)
+    c = d.client(TIMEOUT)
     infos = fill(c)
     assert c.cmd("FLUSH") == "OK"
-    c.send("ADD expo after-flush")  # may or may not survive; must not break the load
+    c.send("ADD expo after-flush\r\n")  # may or may not survive; must not break the load
     d.kill()
     c.close()
     d.start()
-    c = d.conn()
+    c = d.client(TIMEOUT)
     for name, (_, n) in FILTERS.items():
         assert all(c.check(name, keys(name, n))), name
         info = c.stats("INFO " + name)
         for p in ("capacity", "error", "growth", "scale", "ratio"):
             assert info[p] == infos[name][p]
         assert int(info.get("snapshot_time", "1")) > 0
-    assert "damaged" not in d.run_log()
+    assert "damaged" not in d.log()
     c.close()
 
 
-def test_flush_one_filter_and_replies_in_order(daemons):
-    d = daemons()
-    c = d.conn()
+def test_flush_one_filter_and_replies_in_order(daemon_factory):
+    d = daemon_factory(NO_TIMER)
+    c = d.client(TIMEOUT)
     assert c.cmd("CREATE a capacity=1000") == "CREATED"
     assert c.cmd("CREATE b capacity=1000") == "CREATED"
     c.add("a", keys("a", 100))
     c.add("b", keys("b", 100))
     # Pipelined: the reply to FLUSH comes before the replies to what follows it.
-    c.send("FLUSH a")
-    c.send("CHECK a a-1 zz")
-    c.send("FLUSH nosuch")
+    c.send("FLUSH a\r\n")
+    c.send("CHECK a a-1 zz\r\n")
+    c.send("FLUSH nosuch\r\n")
     assert c.line() == "OK"
     assert c.line() == "1 0"
     assert c.line() == "NOT_FOUND"
@@ -270,9 +126,9 @@ def test_flush_one_filter_and_replies_in_order(daemons):
     c.close()
 
 
-def test_periodic_snapshot_survives_kill9(daemons):
-    d = daemons(interval=1)
-    c = d.conn()
+def test_periodic_snapshot_survives_kill9(daemon_factory):
+    d = daemon_factory(EVERY_SECOND)
+    c = d.client(TIMEOUT)
     assert c.cmd("CREATE p capacity=1000") == "CREATED"
     c.add("p", keys("p", 300))
     deadline = time.monotonic() + 10
@@ -282,27 +138,27 @@ def test_periodic_snapshot_survives_kill9(daemons):
     d.kill()
     c.close()
     d.start()
-    c = d.conn()
+    c = d.client(TIMEOUT)
     assert all(c.check("p", keys("p", 300)))
     c.close()
 
 
-def test_stale_tmp_removed_at_start(daemons, tmp_path: Path):
+def test_stale_tmp_removed_at_start(daemon_factory, tmp_path: Path):
     data = tmp_path / "stale"
     data.mkdir()
     (data / "x.bloom.tmp").write_bytes(b"half a snapshot")
-    d = daemons(data_dir=data)
+    d = daemon_factory(NO_TIMER, data_dir=data)
     assert files(data) == []
-    assert "x.bloom.tmp" in d.run_log()
+    assert "x.bloom.tmp" in d.log()
 
 
 # ---- DROP and CLEAR racing snapshots ----
 
-def test_drop_and_clear_racing_snapshots_leave_no_resurrection(daemons):
-    d = daemons(interval=1)
+def test_drop_and_clear_racing_snapshots_leave_no_resurrection(daemon_factory):
+    d = daemon_factory(EVERY_SECOND)
     rounds = 6
     for r in range(rounds):
-        c, c2 = d.conn(), d.conn()
+        c, c2 = d.client(TIMEOUT), d.client(TIMEOUT)
         # A filter big enough that its write takes a while, written by FLUSH on c while c2
         # drops, recreates or clears it.
         # "saved" is on disk before the race; the others are written by the racing FLUSH.
@@ -311,7 +167,7 @@ def test_drop_and_clear_racing_snapshots_leave_no_resurrection(daemons):
         for name in ("gone", "back", "wiped"):
             assert c.cmd("CREATE %s capacity=2000000" % name) == "CREATED", name
             c.add(name, keys(name, 200))
-        c.send("FLUSH")
+        c.send("FLUSH\r\n")
         time.sleep(random.uniform(0, 0.05))
         assert c2.cmd("DROP saved") == "DELETED"
         assert c2.cmd("DROP gone") == "DELETED"
@@ -329,7 +185,7 @@ def test_drop_and_clear_racing_snapshots_leave_no_resurrection(daemons):
         c.close()
         c2.close()
         d.start()
-        c = d.conn()
+        c = d.client(TIMEOUT)
         assert c.cmd("INFO gone") == "NOT_FOUND"
         assert c.cmd("INFO saved") == "NOT_FOUND"
         assert c.check("back", ["reborn"]) == [True]
@@ -343,20 +199,20 @@ def test_drop_and_clear_racing_snapshots_leave_no_resurrection(daemons):
 
 
 
-def test_drop_is_durable_before_deleted(daemons):
+def test_drop_is_durable_before_deleted(daemon_factory):
     """DELETED means the snapshot file is gone: a kill -9 right after it must not bring the
     filter back. A big filter's FLUSH (another connection) is being written when DROP
     arrives, so the deletion waits behind it: a DELETED sent before the deletion is done
     would reach the client while the file still exists."""
-    d = daemons()
-    c, c2 = d.conn(), d.conn()
+    d = daemon_factory(NO_TIMER)
+    c, c2 = d.client(TIMEOUT), d.client(TIMEOUT)
     assert c.cmd("CREATE doomed capacity=1000") == "CREATED"
     c.add("doomed", keys("doomed", 100))
     assert c.cmd("FLUSH doomed") == "OK"
     assert files(d.data_dir) == ["doomed.bloom"]
     assert c.cmd("CREATE slow capacity=20000000 error=0.01") == "CREATED"  # ~34 MB file
     c.add("slow", keys("slow", 100))
-    c2.send("FLUSH slow")
+    c2.send("FLUSH slow\r\n")
     deadline = time.monotonic() + 10
     while c.stats("STATS")["snapshot_running"] != "1":
         assert time.monotonic() < deadline, "the FLUSH of slow never showed as running"
@@ -365,14 +221,14 @@ def test_drop_is_durable_before_deleted(daemons):
     c.close()
     c2.close()
     d.start()
-    c = d.conn()
+    c = d.client(TIMEOUT)
     assert c.cmd("INFO doomed") == "NOT_FOUND"
     assert "doomed.bloom" not in files(d.data_dir)
     # Pipelined: DROP's late reply still comes in order.
-    c.send("CREATE again capacity=1000")
-    c.send("DROP again")
-    c.send("DROP again")
-    c.send("INFO again")
+    c.send("CREATE again capacity=1000\r\n")
+    c.send("DROP again\r\n")
+    c.send("DROP again\r\n")
+    c.send("INFO again\r\n")
     assert [c.line() for _ in range(4)] == ["CREATED", "DELETED", "NOT_FOUND", "NOT_FOUND"]
     c.close()
 
@@ -394,9 +250,9 @@ def damaged(good: bytes) -> Dict[str, bytes]:
     }
 
 
-def test_damaged_files_set_aside_and_logged(daemons, tmp_path: Path):
-    d = daemons()
-    c = d.conn()
+def test_damaged_files_set_aside_and_logged(daemon_factory, tmp_path: Path):
+    d = daemon_factory(NO_TIMER)
+    c = d.client(TIMEOUT)
     for name in ("ok1", "ok2", "model"):
         assert c.cmd("CREATE %s capacity=5000" % name) == "CREATED"
         c.add(name, keys(name, 1000))
@@ -408,8 +264,8 @@ def test_damaged_files_set_aside_and_logged(daemons, tmp_path: Path):
     for name, content in bad.items():
         (d.data_dir / (name + ".bloom")).write_bytes(content)
     d.start()
-    log = d.run_log()
-    c = d.conn()
+    log = d.log()
+    c = d.client(TIMEOUT)
     for name in ("ok1", "ok2"):
         assert all(c.check(name, keys(name, 1000))), name
     present = files(d.data_dir)
@@ -426,13 +282,13 @@ def test_damaged_files_set_aside_and_logged(daemons, tmp_path: Path):
 
 # ---- kill -9 during snapshots of a big filter ----
 
-def test_kill9_during_snapshots_never_tears(daemons):
+def test_kill9_during_snapshots_never_tears(daemon_factory):
     """Each round: the filter as last loaded has L items; add k keys, FLUSH, SIGKILL at a
     random moment. The next start must load exactly L or L+k items, never a torn file."""
     kills = 50 if FULL else 12
     capacity = 80_000_000 if FULL else 40_000_000  # ~137 MB / ~69 MB files
-    d = daemons()
-    c = d.conn()
+    d = daemon_factory(NO_TIMER)
+    c = d.client(TIMEOUT)
     assert c.cmd("CREATE huge capacity=%d error=0.01" % capacity) == "CREATED"
     c.add("huge", keys("base", 1000))
     t0 = time.monotonic()
@@ -444,19 +300,19 @@ def test_kill9_during_snapshots_never_tears(daemons):
     rng = random.Random(11)
     outcomes = {"old": 0, "new": 0}
     for r in range(kills):
-        c = d.conn()
+        c = d.client(TIMEOUT)
         before = int(c.stats("INFO huge")["items"])
         batch = keys("r%d" % r, 50)
         c.add("huge", batch)
         after = int(c.stats("INFO huge")["items"])
-        c.send("FLUSH")
+        c.send("FLUSH\r\n")
         # Cycle: early in the write (old), well after it (new), anywhere (either).
         low, high = [(0, write_s / 3), (2 * write_s, 3 * write_s), (0, 2 * write_s)][r % 3]
         time.sleep(rng.uniform(low, high))
         d.kill()
         c.close()
         d.start()
-        c = d.conn()
+        c = d.client(TIMEOUT)
         info = c.stats("INFO huge")
         items = int(info["items"])
         assert items in (before, after), (r, before, after, items)
@@ -464,7 +320,7 @@ def test_kill9_during_snapshots_never_tears(daemons):
         assert all(c.check("huge", keys("base", 1000)))
         if items == after:
             assert all(c.check("huge", batch))
-        assert "damaged" not in d.run_log(), d.run_log()
+        assert "damaged" not in d.log(), d.log()
         assert not [f for f in files(d.data_dir) if "corrupt" in f]
         c.close()
     print("kill -9 during snapshots of %d bytes: %s" % (size, outcomes))
@@ -489,10 +345,10 @@ def small_fs(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def test_enospc_keeps_old_snapshot_and_recovers(daemons, small_fs: Path):
+def test_enospc_keeps_old_snapshot_and_recovers(daemon_factory, small_fs: Path):
     data = small_fs / "data"
-    d = daemons(interval=1, data_dir=data)
-    c = d.conn()
+    d = daemon_factory(EVERY_SECOND, data_dir=data)
+    c = d.client(TIMEOUT)
     assert c.cmd("CREATE f capacity=1000000 error=0.01") == "CREATED"  # ~1.2 MB of bits
     c.add("f", keys("old", 500))
     assert c.cmd("FLUSH") == "OK"
@@ -512,7 +368,7 @@ def test_enospc_keeps_old_snapshot_and_recovers(daemons, small_fs: Path):
     assert files(data) == ["f.bloom"]
     stats = c.stats("STATS")
     assert int(stats["snapshot_failures"]) >= 1
-    assert "No space left on device" in d.run_log()
+    assert "No space left on device" in d.log()
     assert all(c.check("f", keys("new", 500)))  # serving goes on
     # Space comes back: the periodic snapshot retries by itself.
     ballast.unlink()
@@ -524,6 +380,6 @@ def test_enospc_keeps_old_snapshot_and_recovers(daemons, small_fs: Path):
     d.kill()
     c.close()
     d.start()
-    c = d.conn()
+    c = d.client(TIMEOUT)
     assert all(c.check("f", keys("old", 500) + keys("new", 500)))
     c.close()
