@@ -140,21 +140,14 @@ print(data.decode().replace("\r\n", "|"))
 PYEOF
 )
 [ "$reply" = "CREATED|0 0 1|" ] || fail "CREATE/CHECKADD replied '$reply'"
-# Exit status 3: the daemon has no FLUSH (snapshots) yet, so persistence is not checked.
-snapshots=yes
-PYTHONPATH=clients/python/src $PY - "$port" <<'PYEOF' || { [ $? = 3 ] && snapshots=no; }
+PYTHONPATH=clients/python/src $PY - "$port" <<'PYEOF' || fail "CHECKADD/FLUSH through the client"
 import sys
-from bloomd_client import Client, ServerError
+from bloomd_client import Client
 with Client("127.0.0.1", int(sys.argv[1])) as c:
     keys = ["click-%d" % i for i in range(10000)]
     assert c.checkadd("clicks", keys) == [False] * len(keys)
     assert all(c.check("clicks", keys))
-    try:
-        c.flush("clicks")
-    except ServerError as exc:
-        if "not implemented" not in exc.message:
-            raise
-        sys.exit(3)
+    c.flush("clicks")
 PYEOF
 say "CREATE/CHECKADD through the port: ok"
 
@@ -162,8 +155,7 @@ stop_bloomd
 say "new container, same volume"
 run_bloomd
 wait_healthy
-if [ "$snapshots" = yes ]; then
-    PYTHONPATH=clients/python/src $PY - "$port" <<'PYEOF'
+PYTHONPATH=clients/python/src $PY - "$port" <<'PYEOF' || fail "data lost across the restart"
 import sys
 from bloomd_client import Client
 with Client("127.0.0.1", int(sys.argv[1])) as c:
@@ -171,10 +163,7 @@ with Client("127.0.0.1", int(sys.argv[1])) as c:
     assert all(c.check("clicks", keys)), "data lost across the restart"
     assert c.check("clicks", "never-added") is False
 PYEOF
-    say "data kept across the restart"
-else
-    say "SKIP data kept across the restart: this bloomd answers FLUSH 'not implemented'"
-fi
+say "data kept across the restart"
 stop_bloomd
 
 # ---- the sidecar pattern: a worker sharing bloomd's network namespace ----

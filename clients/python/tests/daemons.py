@@ -16,8 +16,6 @@ from typing import Optional
 
 import pytest
 
-from bloomd_client import Client, ServerError
-
 REPO = Path(__file__).resolve().parents[3]
 BLOOMD_BIN = os.environ.get("BLOOMD_BIN", str(REPO / "build" / "asan" / "bloomd"))
 START_DEADLINE = 15.0
@@ -86,12 +84,3 @@ class Daemon:
             self.proc.wait()
         self.proc = None
 
-def flush_or_skip(client: Client, name: str) -> None:
-    """FLUSH the filter; skip the test while the daemon answers that snapshots are not
-    implemented (they arrive with issue 5), so the test runs as soon as they exist."""
-    try:
-        client.flush(name)
-    except ServerError as exc:
-        if "not implemented" in exc.message:
-            pytest.skip("FLUSH/snapshots not implemented in this daemon yet")
-        raise
