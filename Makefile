@@ -176,4 +176,4 @@ docker-test:
 clean:
 	rm -rf build
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find $(REL) $(ASAN) $(FUZZ) -name '*.d' 2>/dev/null)
