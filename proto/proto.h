@@ -50,7 +50,7 @@ enum proto_growth {
 
 struct proto_create {
     unsigned set;      /* enum proto_create_opt bits */
-    uint64_t capacity; /* >= 1 */
+    uint64_t capacity; /* 1..2^40 */
     double error;      /* in (0, 1) */
     enum proto_growth growth;
     double scale; /* > 0, finite; range checked by the server */
@@ -77,7 +77,7 @@ struct proto_request {
 };
 
 struct proto_limits {
-    size_t max_line; /* bytes, terminator included; default PROTO_DEFAULT_MAX_LINE */
+    size_t max_line; /* bytes, terminator included; 0: PROTO_DEFAULT_MAX_LINE */
 };
 
 #define PROTO_DEFAULT_MAX_LINE ((size_t)1 << 20)
@@ -87,7 +87,7 @@ enum proto_status {
     PROTO_OK = 0,    /* one request parsed */
     PROTO_MORE = 1,  /* no complete line yet: read more and call again */
     PROTO_BLANK = 2, /* an empty or all-space line: skip it, no reply */
-    /* Errors (negative). Reply per proto_error_kind(); skip *consumed bytes. */
+    /* Errors (negative). Reply with proto_reply_parse_error(); skip *consumed bytes. */
     PROTO_ERR_UNKNOWN_CMD = -1, /* reply ERROR */
     PROTO_ERR_TOO_LONG = -2,    /* reply CLIENT_ERROR line too long, then close */
     PROTO_ERR_ARGS = -3,        /* wrong number of arguments */
@@ -100,9 +100,10 @@ enum proto_status {
 /*
  * Parses the first request in buf[0..len). Returns PROTO_OK with *consumed = bytes of
  * the line including its terminator and *req filled; PROTO_MORE with *consumed = 0;
- * PROTO_BLANK or an error with *consumed = bytes to skip (the whole line). For
- * PROTO_ERR_TOO_LONG (no terminator within max_line bytes), *consumed = 0 and the
- * caller must reply and close. Never reads outside buf[0..len).
+ * PROTO_BLANK or an error with *consumed = bytes to skip (the whole line), and on an
+ * error req->why and req->bad set. For PROTO_ERR_TOO_LONG (no terminator within max_line
+ * bytes), *consumed = 0 and the caller must reply and close. lim may be NULL (defaults).
+ * Never reads outside buf[0..len).
  */
 int proto_parse(const char *buf, size_t len, const struct proto_limits *lim,
                 struct proto_request *req, size_t *consumed);
@@ -119,7 +120,7 @@ const char *proto_error_kind(int status);
  */
 bool proto_next_arg(struct proto_slice *rest, struct proto_slice *arg);
 
-/* Case-insensitive name of a command ("CHECKADD"). */
+/* The upper-case name of a command ("CHECKADD"); the parser matches it in any case. */
 const char *proto_cmd_name(enum proto_cmd cmd);
 
 /* ---- Replies ---- */
@@ -157,7 +158,8 @@ void proto_reply_end(struct proto_buf *b);
 /*
  * The whole reply to a failed proto_parse(): "ERROR", or "CLIENT_ERROR <why> '<token>'"
  * built from req->why and req->bad (the token is truncated and non-printable bytes are
- * escaped as \xNN, so the reply is always one clean line).
+ * escaped as \xNN, so the reply is always one clean line). With req NULL, the reason is
+ * proto_strerror(status).
  */
 void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto_request *req);
 
