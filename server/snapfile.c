@@ -404,11 +404,14 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
                     const struct sbf_budget *budget, const struct snapfile_load_ops *ops,
                     struct snapfile_error *err)
 {
-    char name[SNAPFILE_PATH_MAX], why[256];
+    char name[PROTO_MAX_NAME + 1], why[256];
+    /* A directory entry may be up to NAME_MAX bytes: measure before copying. */
     size_t n = strlen(file) - strlen(SNAPFILE_SUFFIX);
-    memcpy(name, file, n);
-    name[n] = '\0';
-    if (!snapfile_name_valid(name)) {
+    if (n < sizeof name) {
+        memcpy(name, file, n);
+        name[n] = '\0';
+    }
+    if (n >= sizeof name || !snapfile_name_valid(name)) {
         if (ops->report)
             ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, "not a valid filter name");
         return 0;

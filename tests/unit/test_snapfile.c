@@ -38,8 +38,8 @@ struct loaded {
 
 struct report {
     enum snapfile_event ev;
-    char file[200];
-    char moved_to[200];
+    char file[256]; /* up to NAME_MAX */
+    char moved_to[256];
     char reason[300];
 };
 
@@ -526,7 +526,7 @@ static void test_quarantine_never_overwrites(void **state)
     struct fixture *fx = *state;
     struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "q", 5);
     struct snapfile_error err;
-    char first[200];
+    char first[256];
     write_ok(fx, "q", f);
     damage(fx, "q.bloom", GARBAGE);
     assert_int_equal(load(fx, 0, &err), 0);
@@ -562,6 +562,35 @@ static void test_load_limits(void **state)
     fx->refuse_loaded = 0;
     assert_int_equal(load(fx, sbf_encoded_size(f), &err), 0);
     assert_int_equal(fx->nloaded, 1);
+    sbf_free(f);
+}
+
+/* Entries no filter can have written: skipped with a report, left as they are, and never
+ * a reason to crash, block or refuse to start. */
+static void test_load_skips_foreign_entries(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "g", 5);
+    char path[512], longest[256];
+    write_ok(fx, "good", f);
+    memset(longest, 'x', 249); /* 249 + ".bloom": the longest name a directory holds */
+    snprintf(longest + 249, sizeof longest - 249, ".bloom");
+    spit(path_of(fx, longest, path, sizeof path), (const unsigned char *)"zz", 2);
+    spit(path_of(fx, "a b.bloom", path, sizeof path), (const unsigned char *)"zz", 2);
+    assert_int_equal(mkdir(path_of(fx, "dir.bloom", path, sizeof path), 0755), 0);
+
+    struct snapfile_error err;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 1);
+    assert_has_keys(find_loaded(fx, "good")->f, "g", 5);
+    const char *foreign[] = {longest, "a b.bloom", "dir.bloom"};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        struct report *r = find_report(fx, foreign[i]);
+        assert_non_null(r);
+        assert_int_equal(r->ev, SNAPFILE_EV_IGNORED);
+        assert_true(exists(fx, foreign[i]));
+    }
+    assert_int_equal(fx->nreports, 3);
     sbf_free(f);
 }
 
@@ -616,6 +645,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_sets_damage_aside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quarantine_never_overwrites, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_skips_foreign_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_while_adding, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
