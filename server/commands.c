@@ -423,36 +423,50 @@ void commands_execute_run(struct server *srv, const struct proto_request *reqs, 
         sbf_check_batch(f->sbf, h, total, bits);
     else
         rc = sbf_checkadd_batch(f->sbf, h, total, bits); /* ADD is CHECKADD, counted */
+    /*
+     * Keys [0, done) were processed. After a failed growth the failing key is the first
+     * one still absent: every key before it was added, and the failure changed nothing.
+     */
+    size_t done = total;
     if (rc != SBF_OK) {
-        filter_touch(f); /* some keys may have been added before the failure */
-        for (size_t i = 0; i < n; i++)
-            reply_sbf_error(out, rc);
-        return;
+        done = 0;
+        while (done < total && sbf_check(f->sbf, h[done]))
+            done++;
     }
-    uint64_t added = 0;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
+    uint64_t added = 0, checked = 0;
+    size_t i = 0, k = 0;
+    for (; i < n && k + reqs[i].nargs <= done; k += reqs[i++].nargs) {
         size_t m = reqs[i].nargs;
-        if (cmd == PROTO_CMD_ADD) {
-            uint64_t a = 0;
+        uint64_t a = 0;
+        if (cmd != PROTO_CMD_CHECK)
             for (size_t j = 0; j < m; j++)
                 a += !bits[k + j];
+        if (cmd == PROTO_CMD_ADD) {
             proto_reply_count(out, "ADDED", a);
-            added += a;
         } else {
             proto_reply_bits(out, bits + k, m, true);
             proto_reply_end(out);
-            if (cmd == PROTO_CMD_CHECKADD)
-                for (size_t j = 0; j < m; j++)
-                    added += !bits[k + j];
+            checked += m;
         }
-        k += m;
+        added += a;
     }
-    if (cmd != PROTO_CMD_ADD)
-        srv->stats.keys_checked += total;
+    if (i < n) {
+        /* Request i holds the failing key: its earlier keys were added, as in cmd_add. */
+        for (size_t j = k; j < done; j++)
+            added += !bits[j];
+        reply_sbf_error(out, rc);
+    }
+    srv->stats.keys_checked += checked;
     srv->stats.keys_added += added;
     if (added > 0)
         filter_touch(f);
+    /* The rest run alone, exactly as without merging (growth may fail again, or not). */
+    while (++i < n) {
+        if (cmd == PROTO_CMD_ADD)
+            cmd_add(srv, &reqs[i], out);
+        else
+            cmd_check(srv, &reqs[i], out, true);
+    }
 }
 
 int commands_execute(struct server *srv, const struct proto_request *req, struct proto_buf *out,

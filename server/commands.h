@@ -46,8 +46,7 @@ bool commands_same_run(const struct proto_request *first, const struct proto_req
  * Executes n >= 1 consecutive requests of one run (at most COMMANDS_BATCH keys in all)
  * with a single lib batch call, so pipelined one-key requests overlap their cache misses
  * like one many-key request. Replies and counters are exactly those of n
- * commands_execute() calls, except that if the filter cannot grow, every request of the
- * run answers SERVER_ERROR (keys before the failure were added, as within one request).
+ * commands_execute() calls, also when the filter cannot grow part-way.
  */
 void commands_execute_run(struct server *srv, const struct proto_request *reqs, size_t n,
                           struct proto_buf *out);

@@ -410,6 +410,76 @@ static void test_run_matches_single(void **state)
     assert_false(commands_runnable(&two[0]));
 }
 
+/* Executes the lines of text one request at a time into dst (NUL-terminated). */
+static void run_single(const char *text, char *dst, size_t cap)
+{
+    struct proto_request reqs[16];
+    size_t n = parse_lines(text, reqs, 16);
+    proto_buf_reset(&out);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(commands_execute(&srv, &reqs[i], &out, NULL), CMD_DONE);
+    assert_true(out.len < cap);
+    memcpy(dst, out.data, out.len);
+    dst[out.len] = '\0';
+}
+
+/* Executes the lines of text as one merged run into dst (NUL-terminated). */
+static void run_merged(const char *text, char *dst, size_t cap)
+{
+    struct proto_request reqs[16];
+    size_t n = parse_lines(text, reqs, 16);
+    proto_buf_reset(&out);
+    commands_execute_run(&srv, reqs, n, &out);
+    assert_true(out.len < cap);
+    memcpy(dst, out.data, out.len);
+    dst[out.len] = '\0';
+}
+
+/*
+ * A merged run in which growth fails part-way answers like the same requests one at a
+ * time: requests before the failing key keep their replies (their keys were stored),
+ * the failing one gets the error, and the rest run alone (present keys need no growth).
+ */
+static void test_run_growth_failure_matches_single(void **state)
+{
+    (void)state;
+    static const char *const cmds[] = {"ADD", "CHECKADD"};
+    for (size_t c = 0; c < 2; c++) {
+        /* Learn how many keys f takes before it cannot grow any more. */
+        expect("CREATE f capacity=1000", "CREATED");
+        int fit = 0;
+        char line[64];
+        for (;; fit++) {
+            snprintf(line, sizeof(line), "ADD f k%d", fit);
+            if (strncmp(run(line), "SERVER_ERROR", 12) == 0)
+                break;
+        }
+        assert_true(fit > 1000);
+        char text[256];
+        snprintf(text, sizeof(text), "%s f k%d\n%s f k%d zz\n%s f k0\n%s f k1 k2\n", cmds[c],
+                 fit - 1, cmds[c], fit, cmds[c], cmds[c]);
+        static char single[1024], merged[1024];
+        for (int pass = 0; pass < 2; pass++) {
+            /* The same history each time: a fresh f one key short of full. */
+            expect("DROP f", "DELETED");
+            expect("CREATE f capacity=1000", "CREATED");
+            for (int i = 0; i < fit - 1; i += 500) {
+                int to = i + 500 < fit - 1 ? i + 500 : fit - 1;
+                assert_int_equal(strncmp(run(keys_line("ADD", "f", i, to)), "ADDED", 5), 0);
+            }
+            if (pass == 0)
+                run_single(text, single, sizeof(single));
+            else
+                run_merged(text, merged, sizeof(merged));
+        }
+        assert_non_null(strstr(single, "SERVER_ERROR"));
+        assert_string_equal(merged, single);
+        snprintf(line, sizeof(line), "CHECK f k%d", fit - 1);
+        expect(line, "1");
+        expect("DROP f", "DELETED");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +494,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_misc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_run_matches_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_memory, setup_small_memory, teardown),
+        cmocka_unit_test_setup_teardown(test_run_growth_failure_matches_single, setup_small_memory,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
