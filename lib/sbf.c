@@ -336,17 +336,24 @@ int sbf_checkadd(struct sbf *f, struct sbf_hash h, bool *present)
     return add_one(f, h, present);
 }
 
-static inline size_t prefetch_ahead(uint32_t nstages)
+/*
+ * Opens a batch's prefetch window over ns stages: prefetches the first keys and returns
+ * how many keys ahead of its probe each key is prefetched (PREFETCH_LINES / ns, at least
+ * 2). The batch loop then prefetches h[i + ahead] before probing h[i].
+ */
+__attribute__((always_inline)) static inline size_t
+prefetch_window(const struct sbf *f, uint32_t ns, const struct sbf_hash *h, size_t n)
 {
-    return nstages >= PREFETCH_LINES / 2 ? 2 : PREFETCH_LINES / nstages;
+    size_t ahead = ns >= PREFETCH_LINES / 2 ? 2 : PREFETCH_LINES / ns;
+    for (size_t i = 0; i < n && i < ahead; i++)
+        prefetch(f, ns, h[i]);
+    return ahead;
 }
 
 void sbf_check_batch(const struct sbf *f, const struct sbf_hash *h, size_t n, bool *present)
 {
     uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_acquire);
-    size_t ahead = prefetch_ahead(ns);
-    for (size_t i = 0; i < n && i < ahead; i++)
-        prefetch(f, ns, h[i]);
+    size_t ahead = prefetch_window(f, ns, h, n);
     for (size_t i = 0; i < n; i++) {
         if (i + ahead < n)
             prefetch(f, ns, h[i + ahead]);
@@ -362,9 +369,7 @@ static int add_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *pr
     size_t count = 0;
     int rc = SBF_OK;
     uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_relaxed);
-    size_t ahead = prefetch_ahead(ns);
-    for (size_t i = 0; i < n && i < ahead; i++)
-        prefetch(f, ns, h[i]);
+    size_t ahead = prefetch_window(f, ns, h, n);
     for (size_t i = 0; i < n; i++) {
         if (i + ahead < n)
             prefetch(f, ns, h[i + ahead]);
