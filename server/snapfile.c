@@ -416,7 +416,8 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
             ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, "not a valid filter name");
         return 0;
     }
-    int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO of that name would block open() until a writer came. */
+    int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         int e = errno;
@@ -529,10 +530,15 @@ int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budg
     for (i = 0; names[i] && rc == 0; i++) {
         const char *file = names[i];
         if (has_suffix(file, SNAPFILE_TMP_SUFFIX)) {
-            if (unlinkat(dirfd, file, 0) != 0 && errno != ENOENT)
+            if (unlinkat(dirfd, file, 0) == 0 || errno == ENOENT) {
+                if (ops->report)
+                    ops->report(ops->ctx, SNAPFILE_EV_TMP_REMOVED, file, NULL, NULL);
+            } else if (errno == EISDIR) { /* not ours: we only write files */
+                if (ops->report)
+                    ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, "not a regular file");
+            } else {
                 rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno, file);
-            else if (ops->report)
-                ops->report(ops->ctx, SNAPFILE_EV_TMP_REMOVED, file, NULL, NULL);
+            }
         } else if (has_suffix(file, SNAPFILE_SUFFIX)) {
             rc = load_one(dirfd, file, max_bytes, budget, ops, err);
         }

@@ -88,7 +88,7 @@ enum snapfile_event {
     SNAPFILE_EV_TMP_REMOVED, /* a stale <name>.bloom.tmp was deleted */
     SNAPFILE_EV_QUARANTINED, /* renamed to detail's .corrupt-* name; reason says why */
     SNAPFILE_EV_KEPT_BAD,    /* damaged but could not be renamed (reason says why); left */
-    SNAPFILE_EV_IGNORED,     /* a *.bloom that is not a valid filter name or not a file */
+    SNAPFILE_EV_IGNORED,     /* a *.bloom without a valid name; a non-file *.bloom[.tmp] */
 };
 
 struct snapfile_load_ops {
@@ -110,7 +110,7 @@ struct snapfile_load_ops {
 };
 
 /*
- * Scans dir once: deletes every *.bloom.tmp, decodes every <name>.bloom with a valid
+ * Scans dir once: deletes every *.bloom.tmp file, decodes every <name>.bloom with a valid
  * name (bits allowed: at most max_bytes if non-zero, and never more than the file holds;
  * budget as for sbf_decode) and hands it to ops->loaded. A file the codec refuses as
  * damaged, truncated, too big for its size or of another version, or that cannot be
