@@ -59,6 +59,24 @@ static int install(struct server *srv, struct proto_slice name, struct sbf *s, s
     return 0;
 }
 
+/*
+ * Puts a new object holding s in place of f in the table, for when another thread (a
+ * snapshot) may be reading f's bits. Returns 0, or SBF_ENOMEM with s freed and f still
+ * in place. On success *out is the new object, borrowed from the table.
+ */
+static int replace(struct server *srv, struct filter *f, struct sbf *s, struct filter **out)
+{
+    struct filter *fresh = filter_new(f->name, f->name_len, s);
+    if (fresh == NULL) {
+        sbf_free(s);
+        return SBF_ENOMEM;
+    }
+    registry_replace(srv->reg, f, fresh);
+    filter_unref(fresh); /* the table holds it now */
+    *out = fresh;
+    return 0;
+}
+
 static void cmd_create(struct server *srv, const struct proto_request *req, struct proto_buf *out)
 {
     const struct proto_create *o = &req->create;
@@ -273,15 +291,10 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
         op.rc = copy_sbf(srv, dst->sbf, &fresh);
         if (op.rc == SBF_OK)
             apply_sources(fresh, &op);
-        struct filter *f = op.rc == SBF_OK ? filter_new(dst->name, dst->name_len, fresh) : NULL;
-        if (op.rc == SBF_OK && f == NULL)
-            op.rc = SBF_ENOMEM;
-        if (op.rc == SBF_OK) {
-            registry_replace(srv->reg, dst, f);
-            filter_unref(f);
-        } else {
+        if (op.rc == SBF_OK)
+            op.rc = replace(srv, dst, fresh, &dst);
+        else
             sbf_free(fresh);
-        }
     }
     if (op.rc != SBF_OK) {
         reply_sbf_error(out, op.rc);
@@ -314,16 +327,12 @@ static void cmd_clear(struct server *srv, const struct proto_request *req, struc
         /* A snapshot holds f and may be reading its bits: swap in a fresh object. */
         struct sbf *s;
         int rc = sbf_new(sbf_params(f->sbf), &srv->budget.sbf, &s);
-        struct filter *fresh = rc == SBF_OK ? filter_new(f->name, f->name_len, s) : NULL;
-        if (fresh == NULL) {
-            if (rc == SBF_OK)
-                sbf_free(s);
-            reply_sbf_error(out, rc == SBF_OK ? SBF_ENOMEM : rc);
+        if (rc == SBF_OK)
+            rc = replace(srv, f, s, &f);
+        if (rc != SBF_OK) {
+            reply_sbf_error(out, rc);
             return;
         }
-        registry_replace(srv->reg, f, fresh);
-        filter_unref(fresh);
-        f = fresh;
     }
     filter_touch(f);
     proto_reply_word(out, "OK");
