@@ -15,19 +15,18 @@
 
 struct cmd_entry {
     const char *name;
-    size_t len;
     enum proto_cmd cmd;
 };
 
 /* Hot commands first: the lookup is a short linear scan. */
 static const struct cmd_entry cmd_table[] = {
-    {"CHECKADD", 8, PROTO_CMD_CHECKADD}, {"CHECK", 5, PROTO_CMD_CHECK},
-    {"ADD", 3, PROTO_CMD_ADD},           {"CREATE", 6, PROTO_CMD_CREATE},
-    {"UNION", 5, PROTO_CMD_UNION},       {"INTERSECT", 9, PROTO_CMD_INTERSECT},
-    {"INFO", 4, PROTO_CMD_INFO},         {"LIST", 4, PROTO_CMD_LIST},
-    {"DROP", 4, PROTO_CMD_DROP},         {"CLEAR", 5, PROTO_CMD_CLEAR},
-    {"FLUSH", 5, PROTO_CMD_FLUSH},       {"STATS", 5, PROTO_CMD_STATS},
-    {"VERSION", 7, PROTO_CMD_VERSION},   {"QUIT", 4, PROTO_CMD_QUIT},
+    {"CHECKADD", PROTO_CMD_CHECKADD}, {"CHECK", PROTO_CMD_CHECK},
+    {"ADD", PROTO_CMD_ADD},           {"CREATE", PROTO_CMD_CREATE},
+    {"UNION", PROTO_CMD_UNION},       {"INTERSECT", PROTO_CMD_INTERSECT},
+    {"INFO", PROTO_CMD_INFO},         {"LIST", PROTO_CMD_LIST},
+    {"DROP", PROTO_CMD_DROP},         {"CLEAR", PROTO_CMD_CLEAR},
+    {"FLUSH", PROTO_CMD_FLUSH},       {"STATS", PROTO_CMD_STATS},
+    {"VERSION", PROTO_CMD_VERSION},   {"QUIT", PROTO_CMD_QUIT},
 };
 
 #define CMD_COUNT (sizeof(cmd_table) / sizeof(cmd_table[0]))
@@ -40,21 +39,26 @@ const char *proto_cmd_name(enum proto_cmd cmd)
     return "?";
 }
 
-/* ASCII-only case folding: no locale may change what a command is. */
-static char ascii_upper(char c)
+/* ASCII-only case folding: no locale may change what a command or an option is. */
+static char ascii_lower(char c)
 {
-    return (c >= 'a' && c <= 'z') ? (char)(c - ('a' - 'A')) : c;
+    return (c >= 'A' && c <= 'Z') ? (char)(c + ('a' - 'A')) : c;
+}
+
+/* True if s equals the NUL-terminated lit, ignoring ASCII case. */
+static bool slice_eq_nocase(struct proto_slice s, const char *lit)
+{
+    size_t i = 0;
+    for (; i < s.len && lit[i] != '\0'; i++)
+        if (ascii_lower(s.ptr[i]) != ascii_lower(lit[i]))
+            return false;
+    return i == s.len && lit[i] == '\0';
 }
 
 static bool lookup_cmd(struct proto_slice tok, enum proto_cmd *cmd)
 {
     for (size_t i = 0; i < CMD_COUNT; i++) {
-        if (cmd_table[i].len != tok.len)
-            continue;
-        size_t j = 0;
-        while (j < tok.len && ascii_upper(tok.ptr[j]) == cmd_table[i].name[j])
-            j++;
-        if (j == tok.len) {
+        if (slice_eq_nocase(tok, cmd_table[i].name)) {
             *cmd = cmd_table[i].cmd;
             return true;
         }
@@ -237,17 +241,6 @@ static int parse_sources(struct proto_slice rest, struct proto_request *req)
     if (req->nargs == 0)
         return fail_plain(req, PROTO_ERR_ARGS, "wrong number of arguments: no source filters");
     return PROTO_OK;
-}
-
-static bool slice_eq_nocase(struct proto_slice s, const char *lower)
-{
-    size_t i = 0;
-    for (; i < s.len && lower[i] != '\0'; i++) {
-        char c = s.ptr[i];
-        if ((c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c) != lower[i])
-            return false;
-    }
-    return i == s.len && lower[i] == '\0';
 }
 
 /* A double strictly between 0 and 1. */
