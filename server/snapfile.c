@@ -242,10 +242,13 @@ int snapfile_write(const char *dir, const char *name, const struct sbf *f,
         rc = fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM, tmp);
         goto done;
     }
-    w.fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* Never through a symlink (its target would be overwritten), never blocked by a FIFO:
+     * such a tmp fails this snapshot and is removed below, so the next one succeeds. */
+    w.fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                  0644);
     if (w.fd < 0) {
         rc = fail_sys(err, SNAPFILE_STEP_CREATE, errno, tmp);
-        goto done;
+        goto fail;
     }
     int crc = sbf_encode(f, writer_cb, &w);
     if (crc == 0)
@@ -284,9 +287,6 @@ fail:
     /* The previous <name>.bloom was never touched; only the tmp goes. A failed fsync is
      * never retried on the same file (Linux may have dropped the dirty pages): the next
      * snapshot writes a new tmp from the filter. */
-    if (w.fd >= 0)
-        close(w.fd);
-    w.fd = -1;
     unlinkat(dirfd, tmp, 0);
 done:
     if (w.fd >= 0)

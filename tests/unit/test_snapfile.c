@@ -334,6 +334,36 @@ static void test_create_fails(void **state)
     check_failure_keeps_old(*state, fail_by_dir);
 }
 
+/* A symlink in the tmp file's place is not followed (its target would be overwritten),
+ * and it is removed so the next snapshot succeeds. */
+static int fail_by_symlink(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
+{
+    char victim[512], path[512];
+    path_of(fx, "victim", victim, sizeof victim);
+    spit(victim, (const unsigned char *)"precious", 8);
+    assert_int_equal(symlink(victim, path_of(fx, "keep.bloom.tmp", path, sizeof path)), 0);
+    int rc = snapfile_write(fx->dir, "keep", f, NULL, NULL, NULL, err);
+    assert_int_equal(rc, SNAPFILE_ESYS);
+    assert_int_equal(err->step, SNAPFILE_STEP_CREATE);
+    assert_int_equal(err->sys, ELOOP);
+    size_t len;
+    unsigned char *left = slurp(victim, &len);
+    assert_int_equal(len, 8);
+    assert_memory_equal(left, "precious", 8);
+    free(left);
+    assert_false(exists(fx, "keep.bloom.tmp"));
+    return rc;
+}
+
+static void test_tmp_symlink_not_followed(void **state)
+{
+    struct fixture *fx = *state;
+    check_failure_keeps_old(fx, fail_by_symlink);
+    struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "s", 5);
+    write_ok(fx, "keep", f);
+    sbf_free(f);
+}
+
 /* RLIMIT_FSIZE makes write(2) fail with EFBIG part-way, like a full disk would. */
 static int fail_by_fsize(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
 {
@@ -644,6 +674,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_overwrite, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tmp_symlink_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_name_and_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove, setup, teardown),
