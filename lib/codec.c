@@ -233,7 +233,7 @@ int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf
         .scale = bits_f64(get_u64(hdr + 36)),
         .ratio = bits_f64(get_u64(hdr + 44)),
     };
-    if (sbf_params_check(&p) != SBF_OK)
+    if (!sbf_params_in_range(&p)) /* check_stages plans stage 0, completing the check */
         return SBF_ECORRUPT;
 
     unsigned char st[STAGE_BYTES * SBF_MAX_STAGES];

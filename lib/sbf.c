@@ -101,26 +101,25 @@ int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity, s
     return SBF_OK;
 }
 
+bool sbf_params_in_range(const struct sbf_params *p)
+{
+    /* Written so NaN fails every test. */
+    return p->capacity >= 1 && p->capacity <= SBF_MAX_CAPACITY &&
+           (p->error > 0.0 && p->error < 1.0) && (p->ratio > 0.0 && p->ratio < 1.0) &&
+           (p->scale >= 1.0 && p->scale <= 64.0) &&
+           (p->growth == SBF_GROWTH_EXPONENTIAL || p->growth == SBF_GROWTH_LINEAR);
+}
+
 int sbf_params_check(const struct sbf_params *p)
 {
-    if (p->capacity < 1 || p->capacity > SBF_MAX_CAPACITY)
-        return SBF_EINVAL;
-    /* Written so NaN fails every test. */
-    if (!(p->error > 0.0 && p->error < 1.0) || !(p->ratio > 0.0 && p->ratio < 1.0) ||
-        !(p->scale >= 1.0 && p->scale <= 64.0))
-        return SBF_EINVAL;
-    if (p->growth != SBF_GROWTH_EXPONENTIAL && p->growth != SBF_GROWTH_LINEAR)
-        return SBF_EINVAL;
-    uint64_t cap;
-    struct bloom_geom g;
-    return sbf_stage_plan(p, 0, &cap, &g) == SBF_OK ? SBF_OK : SBF_EINVAL;
+    return sbf_first_stage_bytes(p) ? SBF_OK : SBF_EINVAL;
 }
 
 uint64_t sbf_first_stage_bytes(const struct sbf_params *p)
 {
     uint64_t cap;
     struct bloom_geom g;
-    if (sbf_params_check(p) != SBF_OK || sbf_stage_plan(p, 0, &cap, &g) != SBF_OK)
+    if (!sbf_params_in_range(p) || sbf_stage_plan(p, 0, &cap, &g) != SBF_OK)
         return 0;
     return g.nblocks * BLOOM_BLOCK_BYTES;
 }
@@ -216,12 +215,12 @@ struct sbf *sbf_shell_new(const struct sbf_params *p, const struct sbf_budget *b
 
 int sbf_new(const struct sbf_params *p, const struct sbf_budget *budget, struct sbf **out)
 {
-    if (sbf_params_check(p) != SBF_OK)
+    if (!sbf_params_in_range(p))
         return SBF_EINVAL;
     struct sbf *f = sbf_shell_new(p, budget);
     if (!f)
         return SBF_ENOMEM;
-    int rc = stage_new(f, 0);
+    int rc = stage_new(f, 0); /* plans stage 0: SBF_ELIMIT if p has no first stage */
     if (rc != SBF_OK) {
         free(f);
         return rc == SBF_ELIMIT ? SBF_EINVAL : rc;
@@ -446,7 +445,8 @@ void sbf_info(const struct sbf *f, struct sbf_info *out)
 int sbf_verify(const struct sbf *f)
 {
     uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
-    if (n < 1 || n > SBF_MAX_STAGES || sbf_params_check(&f->params) != SBF_OK)
+    /* The loop plans stage 0 too, so the range check suffices for the parameters. */
+    if (n < 1 || n > SBF_MAX_STAGES || !sbf_params_in_range(&f->params))
         return SBF_ECORRUPT;
     for (uint32_t i = 0; i < SBF_MAX_STAGES; i++) {
         const struct sbf_stage *s = &f->stages[i];

@@ -97,7 +97,8 @@ int sbf_new(const struct sbf_params *p, const struct sbf_budget *budget, struct 
 /* Frees the filter and releases its bytes to its budget. sbf_free(NULL) does nothing. */
 void sbf_free(struct sbf *f);
 
-/* Bytes of filter bits that sbf_new(p) would allocate for its first stage. */
+/* Bytes of filter bits that sbf_new(p) would allocate for its first stage; 0 if p is not
+ * usable. */
 uint64_t sbf_first_stage_bytes(const struct sbf_params *p);
 
 /* The filter's parameters (valid as long as the filter). */

@@ -8,6 +8,7 @@
 #define BLOOMD_LIB_SBF_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "lib/bloom.h"
@@ -31,7 +32,13 @@ struct sbf {
 };
 
 /*
- * Capacity and geometry of stage i under params p (p already checked). Returns 0, or
+ * True if every field of p is in its documented range. sbf_params_check also needs stage 0
+ * to have a geometry; this is the part of it that does not plan one.
+ */
+bool sbf_params_in_range(const struct sbf_params *p);
+
+/*
+ * Capacity and geometry of stage i under params p (p at least in range). Returns 0, or
  * SBF_ELIMIT if that stage cannot exist (capacity or target error out of range).
  */
 int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity,

@@ -373,8 +373,8 @@ static void test_hostile_headers(void **state)
         r.len = hostile(buf, &p, 1, counts[i]);
         assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
     }
-    const double bad_errors[] = {0.0, 1.0, -0.5, 2.0};
-    for (size_t i = 0; i < 4; i++) {
+    const double bad_errors[] = {0.0, 1.0, -0.5, 2.0, 1e-300}; /* 1e-300: no geometry */
+    for (size_t i = 0; i < 5; i++) {
         r.pos = 0;
         r.len = hostile(buf, &p, 1, 1);
         put_u64(buf + 24, dbits(bad_errors[i]));

@@ -88,7 +88,7 @@ static void test_params(void **state)
     assert_int_equal(sbf_params_check(&p), SBF_OK);
     assert_true(sbf_first_stage_bytes(&p) > 0);
 
-    struct sbf_params bad[] = {p, p, p, p, p, p, p, p, p, p};
+    struct sbf_params bad[] = {p, p, p, p, p, p, p, p, p, p, p};
     bad[0].capacity = 0;
     bad[1].capacity = SBF_MAX_CAPACITY + 1;
     bad[2].error = 0.0;
@@ -99,6 +99,7 @@ static void test_params(void **state)
     bad[7].ratio = 0.0;
     bad[8].ratio = 1.0;
     bad[9].growth = (enum sbf_growth)7;
+    bad[10].error = 1e-300; /* every field in range, but no geometry reaches it */
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct sbf *f = NULL;
         assert_int_equal(sbf_params_check(&bad[i]), SBF_EINVAL);
