@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -507,20 +508,32 @@ static int dial(void)
     return fd;
 }
 
-/* bloomd: CREATE the filter on a blocking socket; anything but CREATED fails the run. */
+/*
+ * bloomd: CREATE the filter on a blocking socket; anything but CREATED, or no reply
+ * within --timeout, fails the run.
+ */
 static void create_filter(int fd)
 {
     char buf[1024];
     int n = snprintf(buf, sizeof(buf), "CREATE %s %s\r\n", g_opt.name, g_opt.create);
     if (n < 0 || (size_t)n >= sizeof(buf))
         die("--create options too long");
+    struct timeval tv = {.tv_sec = (time_t)g_opt.timeout,
+                         .tv_usec = (suseconds_t)(fmod(g_opt.timeout, 1) * 1e6)};
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+        die("CREATE: socket timeout: %s", strerror(errno));
     if (write(fd, buf, (size_t)n) != n)
         die("CREATE: write: %s", strerror(errno));
     size_t got = 0;
     while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
         ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
-        if (r <= 0)
-            die("CREATE: no reply");
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            die("CREATE: no reply within %.1fs", g_opt.timeout);
+        if (r < 0)
+            die("CREATE: read: %s", strerror(errno));
+        if (r == 0)
+            die("CREATE: server closed the connection without a reply");
         got += (size_t)r;
     }
     buf[got] = '\0';
@@ -828,7 +841,7 @@ static void parse_args(int argc, char **argv)
         goto bad;
     if (g_opt.create && g_opt.proto != P_BLOOMD)
         goto bad;
-    if (g_opt.keys < (uint64_t)g_opt.conns)
+    if (g_opt.keys < (uint64_t)g_opt.conns || g_opt.timeout <= 0)
         goto bad;
     return;
 bad:

@@ -1,0 +1,132 @@
+"""bench/loadgen against fake bloomd servers: it must fail (exit 1, promptly) whenever a
+reply is wrong, missing or late, and pass against an exact one.
+
+    make REL=build/rel build/rel/bench/loadgen
+    LOADGEN=build/rel/bench/loadgen /usr/bin/python3 -m pytest -q bench/test_loadgen.py
+"""
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Iterator, List, Set
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LOADGEN = os.environ.get("LOADGEN", str(REPO / "build" / "rel" / "bench" / "loadgen"))
+
+
+class FakeBloomd:
+    """Answers CREATE and CHECKADD exactly (a set), unless told to misbehave:
+    mode "silent" never answers, "forget" answers every key as new, "hangup" closes each
+    connection after 10 replies."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.seen: Set[bytes] = set()
+        self.lock = threading.Lock()
+        self.conns: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._answer(conn)
+        except OSError:  # loadgen gave up first
+            pass
+
+    def _answer(self, conn: socket.socket) -> None:
+        replies = 0
+        with conn, conn.makefile("rb") as lines:
+            for line in lines:
+                if self.mode == "silent":
+                    continue
+                if self.mode == "hangup" and replies == 10:
+                    return
+                words = line.split()
+                if words[0] == b"CREATE":
+                    conn.sendall(b"CREATED\r\n")
+                else:
+                    bits = []
+                    with self.lock:
+                        for key in words[2:]:
+                            bits.append(b"1" if key in self.seen and self.mode != "forget"
+                                        else b"0")
+                            self.seen.add(key)
+                    conn.sendall(b" ".join(bits) + b"\r\n")
+                replies += 1
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def fake(request: pytest.FixtureRequest) -> Iterator[FakeBloomd]:
+    if not os.access(LOADGEN, os.X_OK):
+        pytest.fail("no loadgen at %s: build it or set LOADGEN" % LOADGEN)
+    f = FakeBloomd(request.param)
+    yield f
+    f.close()
+
+
+def loadgen(port: int, *args: str) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([LOADGEN, "--port", str(port), "--keys", "20000", "--timeout", "2",
+                           "--batch", "10", "--depth", "4", *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("fake", ["exact"], indirect=True)
+def test_exact_server_passes(fake: FakeBloomd) -> None:
+    run = loadgen(fake.port, "--create", "capacity=1000")
+    assert run.returncode == 0, run.stderr
+    assert " fp=0 " in run.stdout and " fn=0 " in run.stdout and "complete=1" in run.stdout
+
+
+@pytest.mark.parametrize("fake", ["silent"], indirect=True)
+def test_create_without_reply_times_out(fake: FakeBloomd) -> None:
+    run = loadgen(fake.port, "--create", "capacity=1000")
+    assert run.returncode == 1
+    assert "CREATE: no reply within 2.0s" in run.stderr
+
+
+@pytest.mark.parametrize("fake", ["silent"], indirect=True)
+def test_missing_replies_time_out(fake: FakeBloomd) -> None:
+    run = loadgen(fake.port)
+    assert run.returncode == 1 and "no reply within" in run.stderr
+
+
+@pytest.mark.parametrize("fake", ["forget"], indirect=True)
+def test_false_negatives_fail(fake: FakeBloomd) -> None:
+    run = loadgen(fake.port)
+    assert run.returncode == 1 and "FALSE NEGATIVE" in run.stderr
+
+
+@pytest.mark.parametrize("fake", ["hangup"], indirect=True)
+def test_closed_connection_fails(fake: FakeBloomd) -> None:
+    run = loadgen(fake.port)
+    assert run.returncode == 1
+    assert "server closed the connection" in run.stderr or "reset by peer" in run.stderr
+
+
+def test_zero_timeout_is_bad_usage() -> None:
+    run = subprocess.run([LOADGEN, "--timeout", "0"], capture_output=True, text=True,
+                         timeout=30)
+    assert run.returncode == 2
