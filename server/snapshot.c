@@ -328,11 +328,6 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg)
 {
-    pthread_mutex_lock(&s->lock);
-    bool quit = s->quit;
-    pthread_mutex_unlock(&s->lock);
-    if (quit)
-        return SNAPSHOT_ESTOPPED;
     struct job *j = write_job(s, f);
     if (j == NULL)
         return SNAPSHOT_ENOMEM;
@@ -428,10 +423,8 @@ int snapshot_cmd_flush(struct server *srv, struct proto_slice name, struct proto
         proto_reply_error(out, "SERVER_ERROR", "snapshots are not running");
         return CMD_DONE;
     }
-    int rc = snapshot_flush(srv->snap, f, flush_done, conn);
-    if (rc != 0) {
-        proto_reply_error(out, "SERVER_ERROR",
-                          rc == SNAPSHOT_ESTOPPED ? "shutting down" : "out of memory");
+    if (snapshot_flush(srv->snap, f, flush_done, conn) != 0) {
+        proto_reply_error(out, "SERVER_ERROR", "out of memory");
         return CMD_DONE;
     }
     return CMD_PENDING;

@@ -21,10 +21,9 @@ struct conn;
 
 enum snapshot_err {
     SNAPSHOT_OK = 0,
-    SNAPSHOT_ENOMEM = -1,  /* allocation failed */
-    SNAPSHOT_EIO = -2,     /* the data directory could not be loaded, or a write failed */
-    SNAPSHOT_ESYS = -3,    /* thread, eventfd or event creation failed (logged) */
-    SNAPSHOT_ESTOPPED = -4 /* the snapshotter is shutting down */
+    SNAPSHOT_ENOMEM = -1, /* allocation failed */
+    SNAPSHOT_EIO = -2,    /* the data directory could not be loaded, or a write failed */
+    SNAPSHOT_ESYS = -3,   /* thread, eventfd or event creation failed (logged) */
 };
 
 /*
@@ -44,8 +43,9 @@ int snapshot_start(struct server *srv);
 /*
  * Writes every filter changed since its last snapshot, then joins the thread and frees
  * everything; srv->snap becomes NULL. Blocks until the data is on disk. Pending done
- * callbacks (FLUSH, DROP) are not called. Returns 0, or SNAPSHOT_EIO if a final write failed
- * (logged). Does nothing when srv->snap is NULL.
+ * callbacks (FLUSH, DROP) are not called. Returns 0, SNAPSHOT_EIO if a final write failed
+ * or SNAPSHOT_ENOMEM if the final snapshot could not be queued (logged). Does nothing when
+ * srv->snap is NULL.
  */
 int snapshot_stop(struct server *srv);
 
@@ -61,7 +61,7 @@ typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
  * Queues a write of f (NULL: every filter) if it changed since its last snapshot, behind
  * every job already queued (so an earlier DROP's delete or write is done first), and
  * calls done(arg, ...) on the event loop once that is durable. The job holds its own
- * references. Returns 0, or an snapshot_err and done is never called.
+ * references. Returns 0, or SNAPSHOT_ENOMEM and done is never called.
  */
 int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg);
 
