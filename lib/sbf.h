@@ -7,13 +7,14 @@
  * Keys are hashed once (XXH3-128, sbf_hash_key) and every stage derives its bits from
  * that one hash. No I/O here: persistence goes through the codec callbacks below.
  *
- * Concurrency: one writer at a time (any non-const call). While the writer runs, one or
- * more threads may call sbf_encode(), sbf_encoded_size(), sbf_check*(), sbf_info(),
- * sbf_estimate() and sbf_params() on the same filter, and it may be the src of an
- * sbf_union(). Bits are set with relaxed atomic ORs on 64-bit words; the stages live in
- * a fixed array of SBF_MAX_STAGES and a new one is published by a release store of the
- * stage count, which readers acquire-load. So a reader sees every add that completed
- * before it started (and maybe some later ones); item counts may lag the bits.
+ * Concurrency: one writer at a time (any non-const call, sbf_checkadd*() included).
+ * While the writer runs, one or more threads may call sbf_encode(), sbf_encoded_size(),
+ * sbf_check(), sbf_check_batch(), sbf_info(), sbf_estimate() and sbf_params() on the
+ * same filter, and it may be the src of an sbf_union(). Bits are set with relaxed atomic
+ * ORs on 64-bit words; the stages live in a fixed array of SBF_MAX_STAGES and a new one
+ * is published by a release store of the stage count, which readers acquire-load. So a
+ * reader sees every add that completed before it started (and maybe some later ones);
+ * item counts may lag the bits.
  * sbf_clear(), sbf_intersect() and sbf_free() need exclusive access.
  */
 #ifndef BLOOMD_LIB_SBF_H
@@ -133,7 +134,8 @@ int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *
  * SBF_ENOMEM, dst unchanged). Intersection needs both filters to have one stage, else
  * SBF_EGROWN and dst unchanged: a key that sits in different stages of two grown filters
  * would be lost by a stage-by-stage AND, and a filter never gives false negatives.
- * Afterwards dst's item counts are the popcount estimates, counted per stage.
+ * Afterwards the item counts of dst's stages that src also has (all of them for an
+ * intersection) are popcount estimates, counted per stage.
  */
 int sbf_union(struct sbf *dst, const struct sbf *src);
 int sbf_intersect(struct sbf *dst, const struct sbf *src);
