@@ -11,7 +11,7 @@ import itertools
 import json
 import random
 import sys
-from typing import Dict, Iterator, List
+from typing import Dict, Iterable, Iterator, List
 
 from bloomd_client import Client
 
@@ -25,10 +25,25 @@ def demo_clicks(n: int, seed: int) -> Iterator[Event]:
         yield {"click_id": "c-%d-%d" % (seed, cid), "ad": "ad-%d" % (cid % 97)}
 
 
-def stdin_clicks() -> Iterator[Event]:
-    for line in sys.stdin:
-        if line.strip():
-            yield json.loads(line)
+def read_clicks(lines: Iterable[str]) -> Iterator[Event]:
+    """The events of JSON lines; raises ValueError naming the first bad line."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            raise ValueError("line %d: not JSON: %s" % (number, exc)) from None
+        if not isinstance(event, dict) or "click_id" not in event:
+            raise ValueError("line %d: not an object with a click_id" % number)
+        yield event
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1, not %d" % value)
+    return value
 
 
 def main() -> int:
@@ -36,18 +51,25 @@ def main() -> int:
     ap.add_argument("--filter", default="clicks", help="bloomd filter name")
     ap.add_argument("--capacity", type=int, default=10_000_000)
     ap.add_argument("--error", type=float, default=0.001)
-    ap.add_argument("--batch", type=int, default=1000, help="click ids per CHECKADD")
-    ap.add_argument("--demo", type=int, metavar="N", help="make up N clicks instead of stdin")
+    ap.add_argument("--batch", type=positive, default=1000, help="click ids per CHECKADD")
+    ap.add_argument("--demo", type=positive, metavar="N",
+                    help="make up N clicks instead of stdin")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
-    clicks = demo_clicks(args.demo, args.seed) if args.demo else stdin_clicks()
+    clicks = demo_clicks(args.demo, args.seed) if args.demo else read_clicks(sys.stdin)
     total = dups = 0
     # Generous retries: the sidecar may still be starting when the worker does.
     with Client.from_url(retries=8, max_backoff=2.0) as bloomd:
         bloomd.create(args.filter, capacity=args.capacity, error=args.error)
-        while True:
-            batch: List[Event] = list(itertools.islice(clicks, args.batch))
+        bad = None
+        while bad is None:
+            batch: List[Event] = []
+            try:
+                for event in itertools.islice(clicks, args.batch):
+                    batch.append(event)
+            except ValueError as exc:  # the events before the bad line still count
+                bad = exc
             if not batch:
                 break
             seen = bloomd.checkadd(args.filter, [str(e["click_id"]) for e in batch])
@@ -58,6 +80,9 @@ def main() -> int:
             dups += sum(seen)
     print("processed %d clicks: %d first seen, %d duplicates" % (total, total - dups, dups),
           file=sys.stderr)
+    if bad is not None:
+        print("click_worker: stdin %s" % bad, file=sys.stderr)
+        return 1
     return 0
 
 
