@@ -264,6 +264,32 @@ static void test_stop_writes_and_load_restores(void **state)
     assert_int_equal(stats(fx).written, 0);
 }
 
+/* Stopping with FLUSH and DROP answers owed: the work is done and durable, the callbacks
+ * (whose connections are gone by then) are not called, nothing leaks. */
+static void test_stop_with_answers_pending(void **state)
+{
+    struct fixture *fx = *state;
+    struct filter *f = make(fx, "flushed", "f", 100);
+    make(fx, "dropped", "d", 100);
+    assert_int_equal(flush(fx, NULL), 0);
+    add(f, "g", 100);
+    int before = fx->calls;
+    assert_int_equal(snapshot_flush(fx->srv.snap, f, on_done, fx), 0);
+    assert_true(registry_remove(fx->srv.reg, "dropped", 7));
+    assert_int_equal(snapshot_forget(fx->srv.snap, "dropped", 7, on_done, fx), 0);
+    assert_int_equal(snapshot_stop(&fx->srv), 0);
+    assert_int_equal(fx->calls, before);
+    assert_false(exists(fx, "dropped.bloom"));
+    server_destroy(&fx->srv);
+
+    start(fx);
+    assert_int_equal(registry_count(fx->srv.reg), 1);
+    f = registry_get(fx->srv.reg, "flushed", 7);
+    assert_non_null(f);
+    for (int i = 0; i < 100; i++)
+        assert_true(sbf_check(f->sbf, hash_of("g", i)));
+}
+
 int main(void)
 {
     log_open(NULL, LOG_ERROR); /* the expected failure is logged; the rest is noise */
@@ -273,6 +299,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_delete_is_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_keeps_dirty_and_retries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_writes_and_load_restores, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_with_answers_pending, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
