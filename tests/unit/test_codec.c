@@ -235,9 +235,10 @@ static void test_version_and_limits(void **state)
     free(o.data);
 }
 
-/* Counts reservations; refuses everything when refuse is set. */
+/* Counts reservations; refuses everything when refuse is set, and from the refuse_from-th
+ * reservation on (1-based) when that is not 0. */
 struct budget {
-    int reserves;
+    int reserves, refuse_from;
     bool refuse;
     size_t used;
 };
@@ -246,7 +247,7 @@ static bool reserve(void *ctx, size_t bytes)
 {
     struct budget *b = ctx;
     b->reserves++;
-    if (b->refuse)
+    if (b->refuse || (b->refuse_from && b->reserves >= b->refuse_from))
         return false;
     b->used += bytes;
     return true;
@@ -270,21 +271,36 @@ static void test_callback_failures(void **state)
         assert_int_equal(sbf_encode(f, mem_write, &bad), SBF_EIO);
         free(bad.data);
     }
+    /* A read failing anywhere, also after some stages were reserved: nothing held. */
+    struct budget b = {0};
+    struct sbf_budget sb = {.reserve = reserve, .release = release, .ctx = &b};
     for (size_t at = 0; at <= o.len; at += 17) {
         struct in r = {.data = o.data, .len = o.len, .step = 64, .fail_at = at};
         struct sbf *g = NULL;
-        assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, NULL, &g), SBF_EIO);
+        assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_EIO);
         assert_null(g);
+        assert_int_equal(b.used, 0);
     }
+    assert_true(b.reserves > 0);
     /* The budget refusing the bits: SBF_ENOMEM, nothing held. */
-    struct budget b = {.refuse = true};
-    struct sbf_budget sb = {.reserve = reserve, .release = release, .ctx = &b};
+    b.refuse = true;
     struct in r = {.data = o.data, .len = o.len, .step = SIZE_MAX, .fail_at = SIZE_MAX};
     struct sbf *g = NULL;
     assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_ENOMEM);
     assert_null(g);
     assert_int_equal(b.used, 0);
+    /* Refusing a later stage after earlier ones were reserved: their bytes come back. */
     b.refuse = false;
+    for (int from = 2; from <= 3; from++) {
+        b.reserves = 0;
+        b.refuse_from = from;
+        r.pos = 0;
+        assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_ENOMEM);
+        assert_null(g);
+        assert_int_equal(b.reserves, from);
+        assert_int_equal(b.used, 0);
+    }
+    b.refuse_from = 0;
     r.pos = 0;
     assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_OK);
     struct sbf_info info;
