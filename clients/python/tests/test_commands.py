@@ -104,6 +104,18 @@ def test_union_intersect(client: Client, fname: str) -> None:
     assert client.check(i, ["x", "y"]) == [False, False]
 
 
+def test_intersect_of_grown_filters_is_refused(client: Client, fname: str) -> None:
+    grown, small = fname + "-g", fname + "-s"
+    for n in (grown, small):
+        client.create(n, capacity=100, error=0.01)
+    client.add(grown, ["k%d" % i for i in range(1000)])
+    client.add(small, "k1")
+    assert int(client.info(grown)["stages"]) > 1
+    with pytest.raises(ClientError, match="grown"):
+        client.intersect(small, grown)
+    assert client.check(small, "k1") is True  # nothing changed
+
+
 def test_union_incompatible_is_client_error(client: Client, fname: str) -> None:
     client.create(fname + "-1", capacity=1000, error=0.01)
     client.create(fname + "-2", capacity=7777, error=0.001)

@@ -235,7 +235,8 @@ class Client:
         self._combine(b"UNION", dst, srcs)
 
     def intersect(self, dst: str, *srcs: str) -> None:
-        """dst becomes dst & srcs, like union()."""
+        """dst becomes dst & srcs, like union(). Raises ClientError, changing nothing, if
+        a filter has grown (INFO stages > 1): a key may sit in different stages."""
         self._combine(b"INTERSECT", dst, srcs)
 
     def info(self, name: str) -> Dict[str, Value]:
@@ -269,7 +270,9 @@ class Client:
             raise ProtocolError("expected %r, got %r" % (want, reply[:80]))
 
     def drop(self, name: str) -> None:
-        """Deletes the filter and its snapshot. Raises NotFound if it does not exist."""
+        """Deletes the filter and its snapshot. Raises NotFound if it does not exist,
+        ServerError if the snapshot file could not be removed (the filter is gone from
+        memory, but the next start would load it again)."""
         self._expect_ok(b"DROP " + encode_name(name) + b"\r\n", b"DELETED", resend=False)
 
     def clear(self, name: str) -> None:

@@ -148,6 +148,8 @@ class ShardedClient:
         self._each(lambda c: c.union(dst, *srcs))
 
     def intersect(self, dst: str, *srcs: str) -> None:
+        """Per server. Each server's part grows on its own, so one may refuse (ClientError,
+        grown filters) while the others have intersected."""
         self._each(lambda c: c.intersect(dst, *srcs))
 
     def clear(self, name: str) -> None:
