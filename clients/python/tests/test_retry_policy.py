@@ -66,3 +66,50 @@ def test_checkadd_is_not_resent(hangup: HangUp) -> None:
         with pytest.raises(BloomdConnectionError, match="not retried"):
             c.create("f")
     assert hangup.requests == [b"CHECKADD f a b\r\n", b"CREATE f\r\n"]
+
+
+class CutAfter:
+    """A bloomd stand-in for CHECK (a key starting with "y" is present): its first
+    connection answers `cut` lines and hangs up, later ones answer everything."""
+
+    def __init__(self, cut: int) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.cut = cut
+        self.answered: List[int] = []  # replies sent, per connection
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.answered.append(0)
+            with conn, conn.makefile("rb") as lines:
+                try:
+                    for line in lines:
+                        if len(self.answered) == 1 and self.answered[0] == self.cut:
+                            break
+                        keys = line.split()[2:]
+                        conn.sendall(b" ".join(b"1" if k.startswith(b"y") else b"0"
+                                               for k in keys) + b"\r\n")
+                        self.answered[-1] += 1
+                except OSError:  # the client closed first
+                    pass
+
+
+def test_pipelined_check_resumes_in_order_after_a_hangup() -> None:
+    """The connection breaks with lines in flight: the batch resumes at the first
+    unanswered line on a new connection, and every answer lands at its key."""
+    server = CutAfter(3)
+    keys = [("y%d" if i % 3 == 0 else "n%d") % i for i in range(3000)]
+    try:
+        with Client("127.0.0.1", server.port, timeout=5, max_line=512, pipeline_depth=4,
+                    backoff=0.01) as c:
+            assert c.check("f", keys) == [k.startswith("y") for k in keys]
+    finally:
+        server.sock.close()
+    assert len(server.answered) == 2 and server.answered[0] == 3
