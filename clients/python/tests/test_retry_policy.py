@@ -59,6 +59,14 @@ def test_check_is_resent_until_retries_run_out(hangup: HangUp) -> None:
     assert hangup.requests == [b"CHECK f a b\r\n"] * 3
 
 
+def test_empty_batches_need_no_server() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with client(port) as c:
+        assert c.check("f", []) == [] and c.checkadd("f", []) == [] and c.add("f", []) == 0
+
+
 def test_checkadd_is_not_resent(hangup: HangUp) -> None:
     with client(hangup.port) as c:
         with pytest.raises(BloomdConnectionError, match="not retried"):

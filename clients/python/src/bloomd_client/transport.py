@@ -82,6 +82,8 @@ class Transport:
         """Sends lines keeping at most `depth` unanswered, calls on_reply(i, reply) for
         each success reply in order; after an error reply sends nothing more, reads the
         replies still due and raises the first error."""
+        if not lines:  # nothing to send: no connection needed
+            return
         progress = _Progress()
 
         def work(conn: Connection) -> None:
