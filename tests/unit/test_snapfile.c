@@ -97,6 +97,7 @@ static int on_loaded(void *ctx, const char *name, struct sbf *f, uint64_t bytes,
         return fx->refuse_loaded;
     }
     assert_true(fx->nloaded < MAX_LOADED);
+    assert_int_equal(sbf_verify(f), 0); /* whatever the loader accepts is whole */
     struct loaded *l = &fx->loaded[fx->nloaded++];
     snprintf(l->name, sizeof l->name, "%s", name);
     l->f = f;
