@@ -58,7 +58,8 @@ wait_port() {
     return 1
 }
 
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# Empty when the process is gone (a server that died mid-row: loadgen fails that row).
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
 
 # Server starters: set PID and PORT, or return 1 with the log on stderr.
 start_bloomd() {
