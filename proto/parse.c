@@ -167,54 +167,43 @@ static struct proto_slice find_bad_key(struct proto_slice rest)
     return key;
 }
 
-#if PARSE_SWAR
 /*
  * Counts the space-separated tokens of s[0..n) and reports whether any byte is NUL, tab or
  * CR. A token starts at a non-space byte whose predecessor is a space (or the start).
+ * With SWAR, whole words go eight bytes at a time and the byte loop only does the tail.
  */
 static size_t count_tokens(const char *s, size_t n, bool *bad)
 {
-    uint64_t prev_space = 0x80; /* the byte before s[0] counts as a space */
-    uint64_t any_bad = 0;
     size_t count = 0, i = 0;
+    bool space_before = true; /* the byte before s[0] counts as a space */
+    bool any_bad = false;
+#if PARSE_SWAR
+    uint64_t prev_space = 0x80;
+    uint64_t bad_bits = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t v;
         memcpy(&v, s + i, 8);
         uint64_t sp = swar_zero(v ^ (SWAR_ONES * ' '));
         /* Any byte below 14 is rare in keys; only then look for NUL, tab and CR exactly. */
         if ((v - SWAR_ONES * 14) & ~v & SWAR_HIGH)
-            any_bad |= swar_zero(v) | swar_zero(v ^ (SWAR_ONES * '\t')) |
-                       swar_zero(v ^ (SWAR_ONES * '\r'));
+            bad_bits |= swar_zero(v) | swar_zero(v ^ (SWAR_ONES * '\t')) |
+                        swar_zero(v ^ (SWAR_ONES * '\r'));
         uint64_t starts = ~sp & SWAR_HIGH & ((sp << 8) | prev_space);
         count += (size_t)__builtin_popcountll(starts);
         prev_space = sp >> 56;
     }
-    bool space_before = prev_space != 0;
-    bool bad_tail = false;
+    space_before = prev_space != 0;
+    any_bad = bad_bits != 0;
+#endif
     for (; i < n; i++) {
         bool is_space = s[i] == ' ';
         count += !is_space && space_before;
-        bad_tail |= is_bad_key_byte(s[i]);
+        any_bad |= is_bad_key_byte(s[i]);
         space_before = is_space;
     }
-    *bad = any_bad != 0 || bad_tail;
+    *bad = any_bad;
     return count;
 }
-#else
-static size_t count_tokens(const char *s, size_t n, bool *bad)
-{
-    bool space_before = true;
-    size_t count = 0;
-    *bad = false;
-    for (size_t i = 0; i < n; i++) {
-        bool is_space = s[i] == ' ';
-        count += !is_space && space_before;
-        *bad |= is_bad_key_byte(s[i]);
-        space_before = is_space;
-    }
-    return count;
-}
-#endif
 
 /* Keys after the filter name: at least one, none with a forbidden byte. */
 static int parse_keys(struct proto_slice rest, struct proto_request *req)
