@@ -287,15 +287,21 @@ __attribute__((always_inline)) static inline void prefetch(const struct sbf *f, 
         __builtin_prefetch((const void *)stage_block(&f->stages[i], i, h), 0, 3);
 }
 
-/* Adds h if absent from every stage, growing first if the newest stage is full. */
+/*
+ * Adds h if absent from every stage, growing first if the newest stage is full. Probes
+ * newest first like has(), keeping the newest stage's mask and block for the set.
+ */
 static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
 {
     uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
-    if (has(f, n, h)) {
+    struct sbf_stage *s = &f->stages[n - 1];
+    uint64_t mask[BLOOM_BLOCK_WORDS];
+    bloom_mask(h, n - 1, s->k, mask);
+    _Atomic uint64_t *block = stage_block(s, n - 1, h);
+    if (bloom_test(block, mask) || has(f, n - 1, h)) {
         *present = true;
         return SBF_OK;
     }
-    struct sbf_stage *s = &f->stages[n - 1];
     uint64_t items = atomic_load_explicit(&s->items, memory_order_relaxed);
     if (items >= s->capacity) {
         if (n == SBF_MAX_STAGES)
@@ -305,12 +311,11 @@ static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
             return rc;
         atomic_store_explicit(&f->nstages, n + 1, memory_order_release);
         s = &f->stages[n];
-        n++;
+        bloom_mask(h, n, s->k, mask);
+        block = stage_block(s, n, h);
         items = 0;
     }
-    uint64_t mask[BLOOM_BLOCK_WORDS];
-    bloom_mask(h, n - 1, s->k, mask);
-    bloom_set(stage_block(s, n - 1, h), mask);
+    bloom_set(block, mask);
     atomic_store_explicit(&s->items, items + 1, memory_order_relaxed);
     *present = false;
     return SBF_OK;
