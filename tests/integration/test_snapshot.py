@@ -233,6 +233,36 @@ def test_drop_is_durable_before_deleted(daemon_factory):
     c.close()
 
 
+def test_sigterm_with_flush_and_drop_pending(daemon_factory):
+    """SIGTERM while a FLUSH and a DROP wait behind a big write: the daemon exits cleanly,
+    neither connection is left waiting (each gets its answer or is closed), and both
+    effects are on disk at the next start."""
+    d = daemon_factory(NO_TIMER)
+    c, c2, c3 = d.client(TIMEOUT), d.client(TIMEOUT), d.client(TIMEOUT)
+    assert c.cmd("CREATE doomed capacity=1000") == "CREATED"
+    assert c.cmd("FLUSH doomed") == "OK"
+    assert c.cmd("CREATE slow capacity=20000000 error=0.01") == "CREATED"  # ~34 MB file
+    c.add("slow", keys("slow", 100))
+    c2.send("FLUSH slow\r\n")
+    deadline = time.monotonic() + 10
+    while c.stats("STATS")["snapshot_running"] != "1":
+        assert time.monotonic() < deadline, "the FLUSH of slow never showed as running"
+    c3.send("DROP doomed\r\n")
+    while c.block("INFO doomed") != ["NOT_FOUND"]:  # the DROP was read; its answer waits
+        assert time.monotonic() < deadline, "the DROP was never read"
+    assert d.stop() == 0, d.log()[-3000:]
+    assert c2.read_until_closed() in (b"", b"OK\r\n")
+    assert c3.read_until_closed() in (b"", b"DELETED\r\n")
+    for cl in (c, c2, c3):
+        cl.close()
+    assert files(d.data_dir) == ["slow.bloom"]
+    d.start()
+    c = d.client(TIMEOUT)
+    assert c.cmd("INFO doomed") == "NOT_FOUND"
+    assert all(c.check("slow", keys("slow", 100)))
+    c.close()
+
+
 # ---- damaged files ----
 
 def damaged(good: bytes) -> Dict[str, bytes]:
