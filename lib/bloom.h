@@ -36,14 +36,15 @@ int bloom_geom_for(uint64_t capacity, double target, struct bloom_geom *out);
 
 /*
  * Expected false-positive rate of a blocked stage holding lambda keys per block on average
- * (lambda in (0, 512]): exact for independent positions drawn with replacement.
+ * (lambda in (0, 512]): exact for independent positions drawn with replacement. k in
+ * [1, BLOOM_MAX_K] here and below: the rate tables hold no more.
  */
 double bloom_fp(double lambda, uint32_t k);
 
 /* The same with the textbook per-block rate (1 - (1-1/512)^kj)^k, a lower bound. */
 double bloom_fp_textbook(double lambda, uint32_t k);
 
-/* g[j] = exact rate of one block holding j keys of k bits, for j = 0..jmax. */
+/* g[j] = exact rate of one block holding j keys of k bits, for j = 0..jmax (g has jmax+1). */
 void bloom_block_rates(uint32_t k, uint32_t jmax, double *g);
 
 /* ---- hot path ---- */
