@@ -11,8 +11,6 @@
 
 #include "proto/number.h"
 
-#define PARSE_MAX_CAPACITY ((uint64_t)1 << 40)
-
 struct cmd_entry {
     const char *name;
     enum proto_cmd cmd;
@@ -272,7 +270,7 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
     case PROTO_OPT_CAPACITY:
         if (proto_parse_u64(val.ptr, val.len, &c->capacity) != 0)
             return fail(req, PROTO_ERR_NUMBER, "bad number", val);
-        if (c->capacity < 1 || c->capacity > PARSE_MAX_CAPACITY)
+        if (c->capacity < 1 || c->capacity > PROTO_MAX_CAPACITY)
             return fail(req, PROTO_ERR_OPTION, "capacity must be in 1..2^40", val);
         return PROTO_OK;
     case PROTO_OPT_ERROR:

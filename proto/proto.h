@@ -50,7 +50,7 @@ enum proto_growth {
 
 struct proto_create {
     unsigned set;      /* enum proto_create_opt bits */
-    uint64_t capacity; /* 1..2^40 */
+    uint64_t capacity; /* 1..PROTO_MAX_CAPACITY */
     double error;      /* in (0, 1) */
     enum proto_growth growth;
     double scale; /* > 0, finite; range checked by the server */
@@ -82,6 +82,7 @@ struct proto_limits {
 
 #define PROTO_DEFAULT_MAX_LINE ((size_t)1 << 20)
 #define PROTO_MAX_NAME 128
+#define PROTO_MAX_CAPACITY ((uint64_t)1 << 40) /* largest CREATE capacity= */
 
 enum proto_status {
     PROTO_OK = 0,    /* one request parsed */

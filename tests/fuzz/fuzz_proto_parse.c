@@ -76,7 +76,7 @@ static void check_request(const struct proto_request *req, const char *lo, const
     if (req->cmd == PROTO_CMD_CREATE) {
         const struct proto_create *c = &req->create;
         if (c->set & PROTO_OPT_CAPACITY)
-            CHECK(c->capacity >= 1 && c->capacity <= ((uint64_t)1 << 40));
+            CHECK(c->capacity >= 1 && c->capacity <= PROTO_MAX_CAPACITY);
         if (c->set & PROTO_OPT_ERROR)
             CHECK(c->error > 0.0 && c->error < 1.0);
         if (c->set & PROTO_OPT_RATIO)

@@ -109,7 +109,7 @@ static void put_create_options(struct line *l, struct source *s, struct expect *
         double frac = ((double)r + 1.0) / 16777218.0; /* in (0, 1) */
         switch (bit) {
         case PROTO_OPT_CAPACITY:
-            e->create.capacity = 1 + (((uint64_t)r << 17) | take(s)) % ((uint64_t)1 << 40);
+            e->create.capacity = 1 + (((uint64_t)r << 17) | take(s)) % PROTO_MAX_CAPACITY;
             n = snprintf(tmp, sizeof(tmp), "capacity=%llu", (unsigned long long)e->create.capacity);
             break;
         case PROTO_OPT_ERROR:
