@@ -601,9 +601,16 @@ static void run(void)
             die("epoll_wait: %s", strerror(errno));
         for (int i = 0; i < n; i++) {
             struct conn *c = evs[i].data.ptr;
-            if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !read_in(c))
-                die("conn %d: server closed the connection with %zu replies due", c->id,
-                    c->inflight);
+            if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !read_in(c)) {
+                if (!c->done_sending || c->inflight > 0 || c->rlen > 0)
+                    die("conn %d: server closed the connection with %zu replies due", c->id,
+                        c->inflight);
+                /* All answered (e.g. the server's idle timeout hit it): nothing was lost. */
+                if (epoll_ctl(g_ep, EPOLL_CTL_DEL, c->fd, NULL) < 0)
+                    die("epoll_ctl: %s", strerror(errno));
+                close(c->fd);
+                continue;
+            }
             fill(c, now_ns(), deadline);
             flush_out(c);
         }

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Iterator, List, Set
 
@@ -20,7 +21,8 @@ LOADGEN = os.environ.get("LOADGEN", str(REPO / "build" / "rel" / "bench" / "load
 class FakeBloomd:
     """Answers CREATE and CHECKADD exactly (a set), unless told to misbehave:
     mode "silent" never answers, "forget" answers every key as new, "hangup" closes each
-    connection after 10 replies."""
+    connection after 10 replies; "idle" closes the second connection after its first
+    reply and answers the others slowly (an idle timeout hitting a finished client)."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
@@ -40,15 +42,16 @@ class FakeBloomd:
             except OSError:
                 return
             self.conns.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn, len(self.conns)),
+                             daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, number: int) -> None:
         try:
-            self._answer(conn)
+            self._answer(conn, number)
         except OSError:  # loadgen gave up first
             pass
 
-    def _answer(self, conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket, number: int) -> None:
         replies = 0
         with conn, conn.makefile("rb") as lines:
             for line in lines:
@@ -56,6 +59,8 @@ class FakeBloomd:
                     continue
                 if self.mode == "hangup" and replies == 10:
                     return
+                if self.mode == "idle" and number != 2:
+                    time.sleep(0.3)
                 words = line.split()
                 if words[0] == b"CREATE":
                     conn.sendall(b"CREATED\r\n")
@@ -68,6 +73,8 @@ class FakeBloomd:
                             self.seen.add(key)
                     conn.sendall(b" ".join(bits) + b"\r\n")
                 replies += 1
+                if self.mode == "idle" and number == 2:
+                    return
 
     def close(self) -> None:
         self.sock.close()
@@ -124,6 +131,17 @@ def test_closed_connection_fails(fake: FakeBloomd) -> None:
     run = loadgen(fake.port)
     assert run.returncode == 1
     assert "server closed the connection" in run.stderr or "reset by peer" in run.stderr
+
+
+@pytest.mark.parametrize("fake", ["idle"], indirect=True)
+def test_server_closing_a_finished_connection_is_no_failure(fake: FakeBloomd) -> None:
+    """--keys 3 over 2 connections: the second has one key; once it is answered the
+    server closes it while the first still waits for its replies."""
+    run = subprocess.run([LOADGEN, "--port", str(fake.port), "--keys", "3", "--conns", "2",
+                          "--repeat", "0", "--depth", "1"],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    assert "complete=1" in run.stdout
 
 
 def test_zero_timeout_is_bad_usage() -> None:
