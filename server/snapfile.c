@@ -363,6 +363,23 @@ static long reader_cb(void *ctx, void *out, size_t len)
     return (long)got;
 }
 
+/* Renames from to to in dirfd unless to exists (EEXIST). Where the filesystem has no
+ * RENAME_NOREPLACE (NFS: EINVAL), link + unlink keeps the same promise. */
+static int rename_noreplace(int dirfd, const char *from, const char *to)
+{
+    if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL || linkat(dirfd, from, dirfd, to, 0) != 0)
+        return -1;
+    if (unlinkat(dirfd, from, 0) != 0) {
+        int e = errno;
+        unlinkat(dirfd, to, 0); /* back to one name */
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
 /* Sets <file> aside as <file>.corrupt-<timestamp>[.N] (never over an existing file). */
 static void quarantine(int dirfd, const char *file, const char *reason,
                        const struct snapfile_load_ops *ops)
@@ -377,7 +394,7 @@ static void quarantine(int dirfd, const char *file, const char *reason,
             snprintf(to, sizeof to, "%s.corrupt-%s", file, stamp);
         else
             snprintf(to, sizeof to, "%s.corrupt-%s.%d", file, stamp, i);
-        if (renameat2(dirfd, file, dirfd, to, RENAME_NOREPLACE) == 0) {
+        if (rename_noreplace(dirfd, file, to) == 0) {
             if (ops->report)
                 ops->report(ops->ctx, SNAPFILE_EV_QUARANTINED, file, to, reason);
             return;

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -551,6 +552,48 @@ static void test_load_sets_damage_aside(void **state)
     sbf_free(f);
 }
 
+/* Set to make renameat2(RENAME_NOREPLACE) fail as on a filesystem without it (NFS). */
+static bool no_rename_noreplace;
+
+/* Replaces glibc's for this binary (snapfile.o binds to it). */
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+              unsigned int flags)
+{
+    if (no_rename_noreplace && (flags & RENAME_NOREPLACE)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+/* Where the filesystem cannot rename without replacing, a damaged file is still moved
+ * aside, never over an earlier one: it must not stay under the name a new snapshot of
+ * that filter would overwrite. */
+static void test_quarantine_without_rename_noreplace(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(100, SBF_GROWTH_EXPONENTIAL, "q", 5);
+    struct snapfile_error err;
+    char first[256];
+    no_rename_noreplace = true;
+    for (int round = 0; round < 2; round++) {
+        fx->nreports = 0;
+        write_ok(fx, "q", f);
+        damage(fx, "q.bloom", CUT_ONE);
+        assert_int_equal(load(fx, 0, &err), 0);
+        assert_int_equal(fx->nreports, 1);
+        assert_int_equal(fx->reports[0].ev, SNAPFILE_EV_QUARANTINED);
+        assert_false(exists(fx, "q.bloom"));
+        assert_true(exists(fx, fx->reports[0].moved_to));
+        if (round == 0)
+            snprintf(first, sizeof first, "%s", fx->reports[0].moved_to);
+    }
+    no_rename_noreplace = false;
+    assert_string_not_equal(fx->reports[0].moved_to, first);
+    assert_true(exists(fx, first));
+    sbf_free(f);
+}
+
 /* The same file damaged twice within one second gets a distinct name. */
 static void test_quarantine_never_overwrites(void **state)
 {
@@ -681,6 +724,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_sets_damage_aside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quarantine_never_overwrites, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quarantine_without_rename_noreplace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_skips_foreign_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_while_adding, setup, teardown),
