@@ -135,8 +135,10 @@ export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-integration: $(ASAN)/bloomd | $(DEPS_TEST)
+integration: $(ASAN)/bloomd $(REL)/bench/loadgen | $(DEPS_TEST)
 	BLOOMD_BIN=$(CURDIR)/$(ASAN)/bloomd $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	LOADGEN=$(CURDIR)/$(REL)/bench/loadgen PYTHONPATH=$(CURDIR)/clients/python/src \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider bench/test_loadgen.py docker/test_click_worker.py
 	@if [ -d clients/python/tests ]; then \
 	    BLOOMD_BIN=$(CURDIR)/$(ASAN)/bloomd PYTHONPATH=$(CURDIR)/clients/python/src \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider clients/python/tests; fi
