@@ -162,25 +162,41 @@ static size_t execute_all(struct conn *c, const char *buf, size_t len)
     struct server *srv = c->srv;
     const struct proto_limits lim = {.max_line = srv->cfg.max_line};
     struct proto_request run[CONN_RUN];
-    size_t off = 0;
+    size_t off = 0, used = 0;
+    int st = PROTO_MORE;
+    bool parsed = false; /* run[0], st and used already hold the request at off */
     while (off < len && !c->closing && !c->pending && unsent(c) <= srv->cfg.max_output) {
         struct proto_request *req = &run[0];
-        size_t used = 0;
-        int st = proto_parse(buf + off, len - off, &lim, req, &used);
+        if (!parsed)
+            st = proto_parse(buf + off, len - off, &lim, req, &used);
+        parsed = false;
         if (st == PROTO_MORE)
             break;
         if (st == PROTO_OK && commands_runnable(req)) {
             /* Merge the small key requests that follow into one lib batch. */
-            size_t n = 1, keys = req->nargs, next_used;
-            while (n < sizeof(run) / sizeof(run[0]) && off + used < len &&
-                   proto_parse(buf + off + used, len - off - used, &lim, &run[n], &next_used) ==
-                       PROTO_OK &&
-                   commands_same_run(req, &run[n]) && keys + run[n].nargs <= COMMANDS_BATCH) {
+            size_t n = 1, keys = req->nargs, next_used = 0;
+            int next = PROTO_MORE;
+            while (n < CONN_RUN && off + used < len) {
+                next = proto_parse(buf + off + used, len - off - used, &lim, &run[n], &next_used);
+                if (next != PROTO_OK || !commands_same_run(req, &run[n]) ||
+                    keys + run[n].nargs > COMMANDS_BATCH)
+                    break;
                 keys += run[n++].nargs;
                 used += next_used;
+                next = PROTO_MORE;
             }
             commands_execute_run(srv, run, n, &c->out);
-        } else if (st == PROTO_OK) {
+            off += used;
+            if (next != PROTO_MORE) {
+                /* The request that ended the run is parsed already: do not parse it again. */
+                run[0] = run[n];
+                st = next;
+                used = next_used;
+                parsed = true;
+            }
+            continue;
+        }
+        if (st == PROTO_OK) {
             int r = commands_execute(srv, req, &c->out, c);
             if (r == CMD_CLOSE)
                 c->closing = true;
