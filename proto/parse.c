@@ -81,7 +81,7 @@ static bool valid_prefix(struct proto_slice s)
     return true;
 }
 
-static bool valid_name(struct proto_slice s)
+bool proto_name_valid(struct proto_slice s)
 {
     return s.len >= 1 && s.ptr[0] != '.' && valid_prefix(s);
 }
@@ -221,7 +221,7 @@ static int parse_sources(struct proto_slice rest, struct proto_request *req)
 {
     struct proto_slice it = req->args = trim(rest), src;
     while (proto_next_arg(&it, &src)) {
-        if (!valid_name(src))
+        if (!proto_name_valid(src))
             return fail(req, PROTO_ERR_NAME, "invalid filter name", src);
         req->nargs++;
     }
@@ -328,7 +328,7 @@ static int parse_line(const char *line, size_t n, struct proto_request *req)
     case PROTO_CMD_FLUSH:
         if (has_name && proto_next_arg(&rest, &extra))
             return fail(req, PROTO_ERR_ARGS, "wrong number of arguments", extra);
-        if (has_name && !(req->cmd == PROTO_CMD_LIST ? valid_prefix(name) : valid_name(name)))
+        if (has_name && !(req->cmd == PROTO_CMD_LIST ? valid_prefix(name) : proto_name_valid(name)))
             return fail(req, PROTO_ERR_NAME, "invalid filter name", name);
         req->name = name;
         return PROTO_OK;
@@ -339,7 +339,7 @@ static int parse_line(const char *line, size_t n, struct proto_request *req)
     /* Every other command starts with a filter name. */
     if (!has_name)
         return fail_plain(req, PROTO_ERR_ARGS, "wrong number of arguments: no filter name");
-    if (!valid_name(name))
+    if (!proto_name_valid(name))
         return fail(req, PROTO_ERR_NAME, "invalid filter name", name);
     req->name = name;
     switch (req->cmd) {

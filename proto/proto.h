@@ -82,6 +82,10 @@ struct proto_limits {
 
 #define PROTO_DEFAULT_MAX_LINE ((size_t)1 << 20)
 #define PROTO_MAX_NAME 128
+
+/* True if name is a valid filter name: 1..PROTO_MAX_NAME bytes of [A-Za-z0-9._-], not
+ * starting with '.'. Such a name is also a safe file name. */
+bool proto_name_valid(struct proto_slice name);
 #define PROTO_MAX_CAPACITY ((uint64_t)1 << 40) /* largest CREATE capacity= */
 
 enum proto_status {

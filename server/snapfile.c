@@ -85,21 +85,9 @@ const char *snapfile_format(const struct snapfile_error *e, char *buf, size_t le
     return buf;
 }
 
-static bool is_name_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-}
-
 bool snapfile_name_valid(const char *name)
 {
-    size_t n = strlen(name);
-    if (n < 1 || n > PROTO_MAX_NAME || name[0] == '.')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!is_name_char(name[i]))
-            return false;
-    return true;
+    return proto_name_valid((struct proto_slice){.ptr = name, .len = strlen(name)});
 }
 
 /* Fills *err and returns rc. */

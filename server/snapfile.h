@@ -60,8 +60,7 @@ struct snapfile_error {
  */
 const char *snapfile_format(const struct snapfile_error *e, char *buf, size_t len);
 
-/* True if name (NUL-terminated) is a filter name the protocol accepts: 1..PROTO_MAX_NAME
- * bytes of [A-Za-z0-9._-], not starting with '.'. Such a name is always a safe file name. */
+/* proto_name_valid() for a NUL-terminated name: the only names used as file names. */
 bool snapfile_name_valid(const char *name);
 
 /*
