@@ -200,7 +200,7 @@ static void cmd_check(struct server *srv, const struct proto_request *req, struc
 
 struct setop {
     struct proto_slice srcs; /* the source names */
-    struct filter *skip;     /* a source that is the destination itself */
+    struct filter *skip;     /* a source whose bits are there already (dst, or its copy) */
     struct registry *reg;
     bool intersect;
     int rc;
@@ -213,7 +213,7 @@ static void apply_sources(struct sbf *s, void *arg)
     struct proto_slice rest = op->srcs, name;
     while (op->rc == SBF_OK && proto_next_arg(&rest, &name)) {
         struct filter *src = registry_get(op->reg, name.ptr, name.len);
-        if (src == op->skip || src->sbf == s)
+        if (src == op->skip)
             continue;
         op->rc = op->intersect ? sbf_intersect(s, src->sbf) : sbf_union(s, src->sbf);
     }
@@ -272,7 +272,8 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
         .srcs = req->args, .skip = dst, .reg = srv->reg, .intersect = intersect, .rc = SBF_OK};
     struct sbf *fresh = NULL;
     if (dst == NULL) {
-        /* A missing destination starts as a copy of the first source. */
+        /* A missing destination starts as a copy of the first source: skip applying it. */
+        op.skip = first;
         op.rc = copy_sbf(srv, first->sbf, &fresh);
         if (op.rc == SBF_OK)
             apply_sources(fresh, &op);
