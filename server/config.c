@@ -221,8 +221,9 @@ static int set_value(struct config *c, const struct opt_def *o, const char *valu
     return CONFIG_OK;
 }
 
-int config_set(struct config *c, const char *name, const char *value, const char *source, char *err,
-               size_t errlen)
+/* Sets one option by name ("max_memory") from text, as from the given source name. */
+static int config_set(struct config *c, const char *name, const char *value, const char *source,
+                      char *err, size_t errlen)
 {
     const struct opt_def *o = opt_find(name);
     if (o == NULL) {

@@ -54,10 +54,6 @@ void config_defaults(struct config *c);
 int config_load(struct config *c, int argc, char **argv, enum config_action *action, char *err,
                 size_t errlen);
 
-/* Sets one option by name ("max_memory") from text, as from the given source name. */
-int config_set(struct config *c, const char *name, const char *value, const char *source, char *err,
-               size_t errlen);
-
 /* The --help text. */
 const char *config_usage(void);
 

@@ -1,8 +1,8 @@
 /*
  * server.c - start-up and shutdown of the whole daemon: data directory, event loop,
  * listener, signals. SIGTERM/SIGINT stop accepting, close clients and leave the loop;
- * SIGHUP reopens the log file. Snapshots (issue 5) hook in here: load before listening,
- * a final snapshot after the loop.
+ * SIGHUP reopens the log file. Snapshots are loaded before listening and written a last
+ * time after the loop.
  */
 #include "server/server.h"
 

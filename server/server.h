@@ -25,7 +25,7 @@ struct server {
     struct registry *reg;     /* the named filters */
     struct budget budget;     /* max_memory, shared by every filter */
     struct stats stats;       /* STATS counters */
-    struct snapshotter *snap; /* background snapshots; NULL until that module lands */
+    struct snapshotter *snap; /* background snapshots; NULL before server_run (unit tests) */
     struct event_base *base;  /* NULL until server_run (and in unit tests) */
     struct listener *lis;     /* listening socket; NULL once we stop accepting */
     struct conn *conns;       /* every open client connection (conn.c's list) */
@@ -47,7 +47,8 @@ enum server_err {
 int server_init(struct server *srv, const struct config *cfg);
 
 /*
- * Creates the data directory, listens, and runs the event loop until SIGTERM/SIGINT.
+ * Creates the data directory, loads the snapshots, starts the snapshotter, listens, and
+ * runs the event loop until SIGTERM/SIGINT (then writes a final snapshot).
  * Returns SERVER_OK after a clean stop, or an error that was logged.
  */
 int server_run(struct server *srv);

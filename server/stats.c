@@ -26,7 +26,8 @@ void stats_init(struct stats *s)
     s->started_ns = now_ns();
 }
 
-uint64_t stats_uptime(const struct stats *s)
+/* Seconds since stats_init. */
+static uint64_t stats_uptime(const struct stats *s)
 {
     return (now_ns() - s->started_ns) / 1000000000u;
 }

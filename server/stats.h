@@ -31,9 +31,6 @@ struct server;
 /* Zeroes the counters and records the start time. */
 void stats_init(struct stats *s);
 
-/* Seconds since stats_init. */
-uint64_t stats_uptime(const struct stats *s);
-
 /* Appends the STATS reply ("STAT <field> <value>" lines, then "END"). */
 void stats_write(const struct server *srv, struct proto_buf *out);
 
