@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lib/sbf.h"
 #include "server/log.h"
 
 enum opt_kind {
@@ -63,7 +64,7 @@ static const struct opt_def opts[] = {
     {"log_level", OPT_LEVEL, F(log_level), 0, 0, false, "LEVEL", "debug, info, warn or error"},
     {"log_file", OPT_STR, F(log_file), 0, 0, true, "FILE",
      "log file (SIGHUP reopens it), empty = stderr"},
-    {"default_capacity", OPT_COUNT, F(default_capacity), 1, UINT64_C(1) << 40, false, "N",
+    {"default_capacity", OPT_COUNT, F(default_capacity), 1, SBF_MAX_CAPACITY, false, "N",
      "CREATE capacity when not given"},
     {"default_error", OPT_FRAC, F(default_error), 0, 0, false, "P",
      "CREATE error rate when not given, in (0, 1)"},
@@ -388,6 +389,18 @@ int config_load(struct config *c, int argc, char **argv, enum config_action *act
         }
         if (config_set(c, name, value, flag, err, errlen) != CONFIG_OK)
             return CONFIG_EINVAL;
+    }
+    /* Each is in range alone; together they must make a filter, or every CREATE fails. */
+    struct sbf_params p;
+    sbf_params_default(&p);
+    p.capacity = c->default_capacity;
+    p.error = c->default_error;
+    if (sbf_params_check(&p) != SBF_OK) {
+        snprintf(err, errlen,
+                 "default_error %g with default_capacity %llu: no filter can be built; "
+                 "use a larger error rate",
+                 c->default_error, (unsigned long long)c->default_capacity);
+        return CONFIG_EINVAL;
     }
     return CONFIG_OK;
 }

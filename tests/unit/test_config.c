@@ -165,6 +165,7 @@ static void test_bad_values(void **state)
         {"--log-level", "chatty", "log_level"},
         {"--default-error", "1", "default_error"},
         {"--default-error", "nan", "default_error"},
+        {"--default-error", "1e-300", "default_error"}, /* in (0, 1), but no filter can have it */
         {"--default-capacity", "0", "default_capacity"},
         {"--bind", "", "bind"},
         {"--data-dir", "", "data_dir"},
