@@ -391,6 +391,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     srv->stats.bytes_read += (uint64_t)n;
     if (!shared) {
         c->in_len += (size_t)n;
+        /*
+         * Reading is on only while the buffer holds nothing but one unfinished line, so
+         * without a newline in the new bytes there is nothing to parse yet: re-scanning
+         * the whole line on every read would cost O(line) per read to a trickling client.
+         */
+        if (memchr(dst, '\n', (size_t)n) == NULL && c->in_len < srv->cfg.max_line)
+            return;
     } else {
         size_t total = c->in_len + (size_t)n;
         c->in_len = 0;
