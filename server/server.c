@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "server/conn.h"
@@ -79,8 +80,34 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
         log_msg(LOG_INFO, "SIGHUP: log file reopened");
 }
 
+/* Descriptors beyond the clients: listener, spare, log, data dir, snapshot files, eventfd. */
+#define SERVER_FD_RESERVE 32
+
+/*
+ * Raises the soft descriptor limit towards max_connections + a reserve (never above the
+ * hard limit), so "too many connections" comes before the process runs out of descriptors.
+ */
+static void raise_fd_limit(unsigned max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)max_connections + SERVER_FD_RESERVE;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        log_msg(LOG_WARN,
+                "open file limit %llu is below max_connections %u + %d: clients beyond it are "
+                "refused when descriptors run out",
+                (unsigned long long)rl.rlim_cur, max_connections, SERVER_FD_RESERVE);
+}
+
 int server_run(struct server *srv)
 {
+    raise_fd_limit(srv->cfg.max_connections);
     if (make_dirs(srv->cfg.data_dir) != 0) {
         log_msg(LOG_ERROR, "data directory %s: %s", srv->cfg.data_dir, strerror(errno));
         return SERVER_EIO;

@@ -96,6 +96,22 @@ def test_client_that_never_reads(daemon_factory):
     assert_serving(d)
 
 
+def test_fd_limit_raised_for_max_connections(daemon_factory):
+    # Started with a soft limit of 256, the daemon raises it (within the hard limit) so
+    # that max_connections, not the descriptor limit, is what refuses clients.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2100:
+        pytest.skip("hard descriptor limit %d is too low to check" % hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        d = daemon_factory(["--max-connections", "2000"])
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with open("/proc/%d/limits" % d.proc.pid) as f:
+        line = [x for x in f if x.startswith("Max open files")][0]
+    assert int(line.split()[3]) >= 2000, line
+
+
 def test_max_connections(daemon_factory):
     d = daemon_factory(["--max-connections", "5"])
     clients = [d.client() for _ in range(5)]
@@ -116,17 +132,10 @@ def test_max_connections(daemon_factory):
 
 def test_out_of_descriptors_does_not_spin(daemon_factory, tmp_path):
     d = daemon_factory(start=False, args=["--max-connections", "1000"])
-    real_popen_start = d.start
-
-    def limited_start():
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
-        try:
-            return real_popen_start()
-        finally:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-    limited_start()
+    # A hard limit of 64, so the daemon cannot raise it to fit max_connections.
+    command = d.command
+    d.command = lambda: ["prlimit", "--nofile=64:64", "--"] + command()
+    d.start()
     clients, refused = [], 0
     for _ in range(80):
         c = d.client()
