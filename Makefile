@@ -40,14 +40,15 @@ ALL_SRC := $(LIB_SRC) $(PROTO_SRC) $(SERVER_SRC) server/main.c
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-# Unit tests: tests/unit/test_<module>.c. lib tests link lib only, proto tests proto only,
-# every other test links the server objects too (but never main.c).
-UNIT_LIB_SRC := $(wildcard tests/unit/test_sbf*.c tests/unit/test_bloom*.c tests/unit/test_codec*.c)
-UNIT_PROTO_SRC := $(wildcard tests/unit/test_proto*.c)
-UNIT_SERVER_SRC := $(filter-out $(UNIT_LIB_SRC) $(UNIT_PROTO_SRC),$(wildcard tests/unit/test_*.c))
-UNIT_LIB := $(patsubst tests/unit/%.c,$(ASAN)/tests/%,$(UNIT_LIB_SRC))
-UNIT_PROTO := $(patsubst tests/unit/%.c,$(ASAN)/tests/%,$(UNIT_PROTO_SRC))
-UNIT_SERVER := $(patsubst tests/unit/%.c,$(ASAN)/tests/%,$(UNIT_SERVER_SRC))
+# Unit tests: tests/unit/<layer>/test_<module>.c. The folder is the layer and decides what a
+# test links: lib/ tests link lib only, proto/ tests proto only, server/ tests everything
+# but main.c. So a lib test can never pull in libevent by accident.
+UNIT_LIB_SRC := $(wildcard tests/unit/lib/test_*.c)
+UNIT_PROTO_SRC := $(wildcard tests/unit/proto/test_*.c)
+UNIT_SERVER_SRC := $(wildcard tests/unit/server/test_*.c)
+UNIT_LIB := $(patsubst tests/unit/lib/%.c,$(ASAN)/tests/%,$(UNIT_LIB_SRC))
+UNIT_PROTO := $(patsubst tests/unit/proto/%.c,$(ASAN)/tests/%,$(UNIT_PROTO_SRC))
+UNIT_SERVER := $(patsubst tests/unit/server/%.c,$(ASAN)/tests/%,$(UNIT_SERVER_SRC))
 UNIT_TESTS := $(UNIT_LIB) $(UNIT_PROTO) $(UNIT_SERVER)
 
 # Fuzzers: tests/fuzz/fuzz_<name>.c, seed corpus in tests/fuzz/corpus/<name>/.
@@ -58,7 +59,7 @@ FUZZERS := $(patsubst tests/fuzz/%.c,$(FUZZ)/%,$(FUZZ_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_SRC))
 
-FORMAT_SRC := $(wildcard lib/*.[ch] proto/*.[ch] server/*.[ch] tests/unit/*.[ch] \
+FORMAT_SRC := $(wildcard lib/*.[ch] proto/*.[ch] server/*.[ch] tests/unit/*/*.[ch] \
                          tests/fuzz/*.[ch] bench/*.[ch])
 
 DEPS_BUILD := build/.deps-build
@@ -110,11 +111,11 @@ build/bloomd: $(call objs,$(REL),$(ALL_SRC))
 $(ASAN)/bloomd: $(call objs,$(ASAN),$(ALL_SRC))
 	$(CC) $(ASAN_FLAGS) $^ $(SERVER_LIBS) -o $@
 
-$(UNIT_LIB): $(ASAN)/tests/%: $(ASAN)/tests/unit/%.o $(call objs,$(ASAN),$(LIB_SRC))
+$(UNIT_LIB): $(ASAN)/tests/%: $(ASAN)/tests/unit/lib/%.o $(call objs,$(ASAN),$(LIB_SRC))
 	$(CC) $(ASAN_FLAGS) $^ $(LIB_LIBS) $(TEST_LIBS) -o $@
-$(UNIT_PROTO): $(ASAN)/tests/%: $(ASAN)/tests/unit/%.o $(call objs,$(ASAN),$(PROTO_SRC))
+$(UNIT_PROTO): $(ASAN)/tests/%: $(ASAN)/tests/unit/proto/%.o $(call objs,$(ASAN),$(PROTO_SRC))
 	$(CC) $(ASAN_FLAGS) $^ $(PROTO_LIBS) $(TEST_LIBS) -o $@
-$(UNIT_SERVER): $(ASAN)/tests/%: $(ASAN)/tests/unit/%.o \
+$(UNIT_SERVER): $(ASAN)/tests/%: $(ASAN)/tests/unit/server/%.o \
                 $(call objs,$(ASAN),$(LIB_SRC) $(PROTO_SRC) $(SERVER_SRC))
 	$(CC) $(ASAN_FLAGS) $^ $(SERVER_LIBS) $(TEST_LIBS) -o $@
 
