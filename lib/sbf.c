@@ -44,6 +44,10 @@ const char *sbf_strerror(int err)
         return "filter too big";
     case SBF_EGROWN:
         return "cannot intersect a filter that has grown beyond one stage";
+    case SBF_ENOTSUP:
+        return "not supported by this filter kind";
+    case SBF_EKIND:
+        return "unknown filter kind";
     default:
         return "unknown error";
     }

@@ -36,6 +36,8 @@ enum sbf_err {
     SBF_EVERSION = -7,  /* codec: a format version this build does not read */
     SBF_ETOOBIG = -8,   /* codec: the input declares more bytes than max_bytes */
     SBF_EGROWN = -9,    /* intersection of a filter that has more than one stage */
+    SBF_ENOTSUP = -10,  /* the filter's kind does not support the operation (kind.h) */
+    SBF_EKIND = -11,    /* container: a kind tag this build does not know (container.h) */
 };
 
 /* Returns a short static description of an sbf_err ("out of memory", ...). */

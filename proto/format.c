@@ -224,3 +224,67 @@ void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto
         append_quoted(b, req->bad);
     append_crlf(b);
 }
+
+void proto_format_result(struct proto_buf *b, const struct result *r)
+{
+    if (r->failed) {
+        proto_reply_error(b, "SERVER_ERROR", "out of memory");
+        return;
+    }
+    switch (r->status) {
+    case RESULT_OK:
+        proto_reply_word(b, "OK");
+        break;
+    case RESULT_CREATED:
+        proto_reply_word(b, "CREATED");
+        break;
+    case RESULT_EXISTS:
+        proto_reply_word(b, "EXISTS");
+        break;
+    case RESULT_NOT_FOUND:
+        proto_reply_word(b, "NOT_FOUND");
+        break;
+    case RESULT_DELETED:
+        proto_reply_word(b, "DELETED");
+        break;
+    case RESULT_COUNT:
+        proto_reply_count(b, "ADDED", r->count);
+        break;
+    case RESULT_BITS:
+        proto_reply_bits(b, r->bits, r->nbits, true);
+        proto_reply_end(b);
+        break;
+    case RESULT_FIELDS:
+        for (size_t i = 0; i < r->nfields; i++) {
+            const struct result_field *f = &r->fields[i];
+            if (f->type == RESULT_U64)
+                proto_reply_stat_u64(b, f->name, f->u);
+            else if (f->type == RESULT_DOUBLE)
+                proto_reply_stat_double(b, f->name, f->d);
+            else
+                proto_reply_stat_str(b, f->name, (struct proto_slice){f->str, strlen(f->str)});
+        }
+        proto_reply_word(b, "END");
+        break;
+    case RESULT_ROWS:
+        for (size_t i = 0; i < r->nrows; i++) {
+            const struct result_row *w = &r->rows[i];
+            proto_reply_filter(b, (struct proto_slice){w->name, strlen(w->name)}, w->items,
+                               w->bytes, w->capacity, w->error);
+        }
+        proto_reply_word(b, "END");
+        break;
+    case RESULT_VERSION:
+        append(b, "VERSION ", 8);
+        proto_reply_word(b, r->text != NULL ? r->text : "");
+        break;
+    case RESULT_CLOSE:
+        break;
+    case RESULT_CLIENT_ERROR:
+        proto_reply_error(b, "CLIENT_ERROR", r->text);
+        break;
+    case RESULT_SERVER_ERROR:
+        proto_reply_error(b, "SERVER_ERROR", r->text);
+        break;
+    }
+}

@@ -129,6 +129,17 @@ bool proto_next_arg(struct proto_slice *rest, struct proto_slice *arg)
     return true;
 }
 
+bool proto_next_key(const struct proto_request *req, struct proto_slice *rest,
+                    struct proto_slice *key)
+{
+    if (!proto_next_arg(rest, key))
+        return false;
+    size_t skip = req->key_skip < key->len ? req->key_skip : key->len;
+    key->ptr += skip;
+    key->len -= skip;
+    return true;
+}
+
 static int fail(struct proto_request *req, int status, const char *why, struct proto_slice bad)
 {
     req->why = why;
@@ -364,7 +375,7 @@ int proto_parse(const char *buf, size_t len, const struct proto_limits *lim,
 {
     size_t max_line = (lim != NULL && lim->max_line > 0) ? lim->max_line : PROTO_DEFAULT_MAX_LINE;
     req->name.ptr = req->args.ptr = NULL;
-    req->name.len = req->args.len = req->nargs = 0;
+    req->name.len = req->args.len = req->nargs = req->key_skip = 0;
     req->create.set = 0;
     req->why = NULL;
     req->bad.ptr = NULL;

@@ -11,82 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A borrowed byte range; never NUL-terminated. */
-struct proto_slice {
-    const char *ptr;
-    size_t len;
-};
-
-enum proto_cmd {
-    PROTO_CMD_CREATE,
-    PROTO_CMD_ADD,
-    PROTO_CMD_CHECK,
-    PROTO_CMD_CHECKADD,
-    PROTO_CMD_UNION,
-    PROTO_CMD_INTERSECT,
-    PROTO_CMD_INFO,
-    PROTO_CMD_LIST,
-    PROTO_CMD_DROP,
-    PROTO_CMD_CLEAR,
-    PROTO_CMD_FLUSH,
-    PROTO_CMD_STATS,
-    PROTO_CMD_VERSION,
-    PROTO_CMD_QUIT,
-};
-
-/* CREATE options; a bit in `set` says the option was given (else the server default). */
-enum proto_create_opt {
-    PROTO_OPT_CAPACITY = 1u << 0,
-    PROTO_OPT_ERROR = 1u << 1,
-    PROTO_OPT_GROWTH = 1u << 2,
-    PROTO_OPT_SCALE = 1u << 3,
-    PROTO_OPT_RATIO = 1u << 4,
-};
-
-enum proto_growth {
-    PROTO_GROWTH_EXPONENTIAL = 0,
-    PROTO_GROWTH_LINEAR = 1,
-};
-
-struct proto_create {
-    unsigned set;      /* enum proto_create_opt bits */
-    uint64_t capacity; /* 1..PROTO_MAX_CAPACITY */
-    double error;      /* in (0, 1) */
-    enum proto_growth growth;
-    double scale; /* > 0, finite; range checked by the server */
-    double ratio; /* in (0, 1) */
-};
-
-/*
- * One parsed request. Slices point into the buffer given to proto_parse and are valid
- * while it is. `name` is the filter (the destination for UNION/INTERSECT, the optional
- * prefix for LIST and the optional filter for FLUSH; len 0 when absent). `args` is the
- * rest of the line after the name: keys for ADD/CHECK/CHECKADD, source filters for
- * UNION/INTERSECT, the options for CREATE (already decoded into `create`); walk it with
- * proto_next_arg(). `nargs` counts them. Every arg was validated by the parser.
- */
-struct proto_request {
-    enum proto_cmd cmd;
-    struct proto_slice name;
-    struct proto_slice args;
-    size_t nargs;
-    struct proto_create create; /* CREATE only */
-    /* On an error: a specific static reason, and the offending token (len 0 if none). */
-    const char *why;
-    struct proto_slice bad;
-};
+#include "proto/request.h"
+#include "proto/result.h"
 
 struct proto_limits {
     size_t max_line; /* bytes, terminator included; 0: PROTO_DEFAULT_MAX_LINE */
 };
 
 #define PROTO_DEFAULT_MAX_LINE ((size_t)1 << 20)
-#define PROTO_MAX_NAME 128
-
-/* True if name is a valid filter name: 1..PROTO_MAX_NAME bytes of [A-Za-z0-9._-], not
- * starting with '.'. Such a name is also a safe file name. */
-bool proto_name_valid(struct proto_slice name);
-#define PROTO_MAX_CAPACITY ((uint64_t)1 << 40) /* largest CREATE capacity= */
 
 enum proto_status {
     PROTO_OK = 0,    /* one request parsed */
@@ -119,14 +51,6 @@ const char *proto_strerror(int status);
 /* The reply word for a parse error: "ERROR" for an unknown command, else "CLIENT_ERROR". */
 const char *proto_error_kind(int status);
 
-/*
- * Takes the next space-separated token from *rest into *arg and advances *rest.
- * Returns false when none is left.
- */
-bool proto_next_arg(struct proto_slice *rest, struct proto_slice *arg);
-
-/* The upper-case name of a command ("CHECKADD"); the parser matches it in any case. */
-const char *proto_cmd_name(enum proto_cmd cmd);
 
 /* ---- Replies ---- */
 
@@ -167,5 +91,12 @@ void proto_reply_end(struct proto_buf *b);
  * proto_strerror(status).
  */
 void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto_request *req);
+
+/*
+ * Appends the text protocol's reply to a result: the words of PROTOCOL.md (CREATED,
+ * NOT_FOUND, "ADDED n", "1 0 1", STAT lines and END, FILTER lines and END, ...).
+ * RESULT_CLOSE appends nothing. A failed result is "SERVER_ERROR out of memory".
+ */
+void proto_format_result(struct proto_buf *b, const struct result *r);
 
 #endif

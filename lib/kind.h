@@ -1,0 +1,105 @@
+/*
+ * kind.h - what every filter kind provides: one operations table per kind (the scalable
+ * Bloom filter of sbf.h today; the windowed and expandable kinds next), so the server
+ * handles any filter through the same calls and a new kind is one new file in lib/ plus
+ * its table. Types shared by the kinds (hash, budget, codec callbacks, error codes) are
+ * those of sbf.h. Pure code like the rest of lib/: the server passes in the time.
+ *
+ * Concurrency, for every kind: one writer at a time (every call taking a non-const
+ * filter); while it runs, other threads may call the const ones (check_batch, info,
+ * fields, encode, encoded_size) on the same filter and use it as the src of merge().
+ * clear, intersect and free need exclusive access.
+ */
+#ifndef BLOOMD_LIB_KIND_H
+#define BLOOMD_LIB_KIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/sbf.h"
+
+/*
+ * Creation parameters of every kind in one struct: a kind reads the fields it knows and
+ * refuses (SBF_EINVAL) what it cannot use. The server fills it from CREATE's options and
+ * its defaults.
+ */
+struct kind_params {
+    struct sbf_params sbf;  /* capacity, error, growth, scale, ratio */
+    uint64_t window_ms;     /* windowed kind: the window; 0 for the others */
+    uint32_t generations;   /* windowed kind: generations kept; 0 for the others */
+    int64_t now_ms;         /* the time at creation (windowed kind), Unix milliseconds */
+};
+
+/* Figures every kind gives, cheaply (no pass over the bits). */
+struct kind_info {
+    uint64_t bytes;    /* bytes of filter memory allocated */
+    uint64_t items;    /* keys added (exact, or an estimate after a merge) */
+    uint64_t capacity; /* keys it holds now at its promised error */
+    double error;      /* the promised false-positive rate */
+};
+
+/* A value of a kind-specific figure, for INFO and the metrics pages. */
+enum kind_field_type {
+    KIND_FIELD_U64,
+    KIND_FIELD_DOUBLE,
+    KIND_FIELD_STR, /* NUL-terminated, valid during the callback */
+};
+
+/* Called once per figure by kind_ops.fields(); name is static. */
+typedef void (*kind_field_fn)(void *ctx, const char *name, enum kind_field_type type,
+                              uint64_t u, double d, const char *s);
+
+struct kind_ops {
+    const char *name; /* "sbf": shown by INFO as kind */
+    uint32_t tag;     /* the snapshot container's kind tag; unique, never reused */
+
+    /* Creates an empty filter; returns 0 and sets *out, or SBF_EINVAL, SBF_ENOMEM. */
+    int (*create)(const struct kind_params *p, const struct sbf_budget *budget, void **out);
+    /* Creates an empty filter with src's parameters (CLEAR by replacement, copies). */
+    int (*create_like)(const void *src, const struct sbf_budget *budget, void **out);
+    void (*free)(void *f); /* free(NULL) does nothing */
+
+    /*
+     * Batch key operations, in order; as sbf.h's. On error the keys before the failing
+     * one were processed. check_batch may run beside the writer.
+     */
+    void (*check_batch)(const void *f, const struct sbf_hash *h, size_t n, bool *present);
+    int (*add_batch)(void *f, const struct sbf_hash *h, size_t n, size_t *added);
+    int (*checkadd_batch)(void *f, const struct sbf_hash *h, size_t n, bool *present);
+
+    /*
+     * Brings a time-driven filter up to now_ms (Unix ms): the windowed kind drops the
+     * generations that fell out of its window. NULL for kinds without time. Writer call.
+     */
+    void (*advance)(void *f, int64_t now_ms);
+
+    void (*clear)(void *f); /* back to empty, parameters kept; exclusive */
+
+    /* True if merge/intersect between a and b are defined (same kind and parameters). */
+    bool (*compatible)(const void *a, const void *b);
+    /* dst |= src; as sbf_union. NULL if the kind cannot merge. */
+    int (*merge)(void *dst, const void *src);
+    /* dst &= src; as sbf_intersect (exclusive on dst). NULL if the kind cannot. */
+    int (*intersect)(void *dst, const void *src);
+    /* True if an intersect of f would be refused (SBF_EGROWN): checked before any change. */
+    bool (*grown)(const void *f);
+
+    void (*info)(const void *f, struct kind_info *out);
+    /* Walks the kind's own figures (parameters, stages, estimates) in a fixed order. */
+    void (*fields)(const void *f, kind_field_fn fn, void *ctx);
+    int (*verify)(const void *f); /* 0 or SBF_ECORRUPT; for tests */
+
+    /* Codec of the kind's payload, inside the snapshot container (see container.h). */
+    int (*encode)(const void *f, sbf_write_fn write, void *ctx);
+    uint64_t (*encoded_size)(const void *f);
+    int (*decode)(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
+                  void **out);
+};
+
+/* The scalable Bloom filter (sbf.h) as a kind. Tag 1. */
+extern const struct kind_ops kind_sbf;
+
+#define KIND_TAG_SBF 1u
+
+#endif

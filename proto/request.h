@@ -1,0 +1,114 @@
+/*
+ * request.h - the request model every wire protocol produces and the server executes:
+ * a command, a filter name and its arguments as views into the protocol's input buffer.
+ * The text protocol (proto.h) and the memcached protocol both fill it; server/commands
+ * reads it and never sees protocol syntax. Pure types and helpers, no I/O.
+ */
+#ifndef BLOOMD_PROTO_REQUEST_H
+#define BLOOMD_PROTO_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A borrowed byte range; never NUL-terminated. */
+struct proto_slice {
+    const char *ptr;
+    size_t len;
+};
+
+enum proto_cmd {
+    PROTO_CMD_CREATE,
+    PROTO_CMD_ADD,
+    PROTO_CMD_CHECK,
+    PROTO_CMD_CHECKADD,
+    PROTO_CMD_UNION,
+    PROTO_CMD_INTERSECT,
+    PROTO_CMD_INFO,
+    PROTO_CMD_LIST,
+    PROTO_CMD_DROP,
+    PROTO_CMD_CLEAR,
+    PROTO_CMD_FLUSH,
+    PROTO_CMD_STATS,
+    PROTO_CMD_VERSION,
+    PROTO_CMD_QUIT,
+};
+
+/* CREATE options; a bit in `set` says the option was given (else the server default). */
+enum proto_create_opt {
+    PROTO_OPT_CAPACITY = 1u << 0,
+    PROTO_OPT_ERROR = 1u << 1,
+    PROTO_OPT_GROWTH = 1u << 2,
+    PROTO_OPT_SCALE = 1u << 3,
+    PROTO_OPT_RATIO = 1u << 4,
+    PROTO_OPT_WINDOW = 1u << 5,      /* window=<duration> (windowed kind) */
+    PROTO_OPT_GENERATIONS = 1u << 6, /* generations=<g> (windowed kind) */
+    PROTO_OPT_KIND = 1u << 7,        /* kind=<name> */
+};
+
+enum proto_kind {
+    PROTO_KIND_BLOCKED = 0,    /* the scalable blocked Bloom filter (default) */
+    PROTO_KIND_EXPANDABLE = 1, /* the expandable fingerprint filter */
+};
+
+enum proto_growth {
+    PROTO_GROWTH_EXPONENTIAL = 0,
+    PROTO_GROWTH_LINEAR = 1,
+};
+
+struct proto_create {
+    unsigned set;      /* enum proto_create_opt bits */
+    uint64_t capacity; /* 1..PROTO_MAX_CAPACITY */
+    double error;      /* in (0, 1) */
+    enum proto_growth growth;
+    double scale; /* > 0, finite; range checked by the server */
+    double ratio; /* in (0, 1) */
+    uint64_t window_ms;    /* > 0 */
+    uint32_t generations;  /* 2..16 */
+    enum proto_kind kind;
+};
+
+/*
+ * One parsed request. Slices point into the buffer given to proto_parse and are valid
+ * while it is. `name` is the filter (the destination for UNION/INTERSECT, the optional
+ * prefix for LIST and the optional filter for FLUSH; len 0 when absent). `args` is the
+ * rest of the line after the name: keys for ADD/CHECK/CHECKADD, source filters for
+ * UNION/INTERSECT, the options for CREATE (already decoded into `create`); walk it with
+ * proto_next_arg(), or proto_next_key() for keys. `nargs` counts them. Every arg was
+ * validated by the parser. `key_skip` is the length of a prefix each key token carries and
+ * that is not part of the key (the memcached protocol's "<filter>:"); 0 for the text
+ * protocol.
+ */
+struct proto_request {
+    enum proto_cmd cmd;
+    struct proto_slice name;
+    struct proto_slice args;
+    size_t nargs;
+    size_t key_skip;
+    struct proto_create create; /* CREATE only */
+    /* On an error: a specific static reason, and the offending token (len 0 if none). */
+    const char *why;
+    struct proto_slice bad;
+};
+
+#define PROTO_MAX_NAME 128
+
+/* True if name is a valid filter name: 1..PROTO_MAX_NAME bytes of [A-Za-z0-9._-], not
+ * starting with '.'. Such a name is also a safe file name. */
+bool proto_name_valid(struct proto_slice name);
+#define PROTO_MAX_CAPACITY ((uint64_t)1 << 40) /* largest CREATE capacity= */
+
+/*
+ * Takes the next space-separated token from *rest into *arg and advances *rest.
+ * Returns false when none is left.
+ */
+bool proto_next_arg(struct proto_slice *rest, struct proto_slice *arg);
+
+/* proto_next_arg() for keys: the token without the request's key_skip prefix. */
+bool proto_next_key(const struct proto_request *req, struct proto_slice *rest,
+                    struct proto_slice *key);
+
+/* The upper-case name of a command ("CHECKADD"); the parser matches it in any case. */
+const char *proto_cmd_name(enum proto_cmd cmd);
+
+#endif
