@@ -46,11 +46,6 @@ enum proto_create_opt {
     PROTO_OPT_KIND = 1u << 7,        /* kind=<name> */
 };
 
-enum proto_kind {
-    PROTO_KIND_BLOCKED = 0,    /* the scalable blocked Bloom filter (default) */
-    PROTO_KIND_EXPANDABLE = 1, /* the expandable fingerprint filter */
-};
-
 enum proto_growth {
     PROTO_GROWTH_EXPONENTIAL = 0,
     PROTO_GROWTH_LINEAR = 1,
@@ -61,11 +56,11 @@ struct proto_create {
     uint64_t capacity; /* 1..PROTO_MAX_CAPACITY */
     double error;      /* in (0, 1) */
     enum proto_growth growth;
-    double scale; /* > 0, finite; range checked by the server */
-    double ratio; /* in (0, 1) */
-    uint64_t window_ms;    /* > 0 */
-    uint32_t generations;  /* 2..16 */
-    enum proto_kind kind;
+    double scale;            /* > 0, finite; range checked by the server */
+    double ratio;            /* in (0, 1) */
+    uint64_t window_ms;      /* > 0 */
+    uint32_t generations;    /* 2..16 */
+    struct proto_slice kind; /* kind=<name>: a [a-z0-9_-] token; the server knows the kinds */
 };
 
 /*

@@ -35,7 +35,7 @@ enum result_field_type {
     RESULT_STR,
 };
 
-/* One named figure. name is static (or in the arena); str points into the arena. */
+/* One named figure. name and str point into the arena. */
 struct result_field {
     const char *name;
     enum result_field_type type;
@@ -84,7 +84,7 @@ void result_set_copy(struct result *r, enum result_status st, const char *text, 
  * NULL with r->failed set. */
 bool *result_add_bits(struct result *r, size_t n);
 
-/* Appends a field (status becomes RESULT_FIELDS). Strings are copied. */
+/* Appends a field (status becomes RESULT_FIELDS). name and s are copied. */
 void result_field_u64(struct result *r, const char *name, uint64_t v);
 void result_field_double(struct result *r, const char *name, double v);
 void result_field_str(struct result *r, const char *name, const char *s, size_t len);

@@ -1,129 +1,177 @@
 /*
- * commands.c - one function per protocol command. Key commands are the hot path (many
- * millions of keys/s): keys are hashed into a stack array COMMANDS_BATCH at a time and
- * handed to the lib batch calls, which prefetch every block before probing; nothing is
- * allocated per request. Filters are looked up once per request.
+ * commands.c - one function per command, each filling a struct result. Key commands are
+ * the hot path (many millions of keys/s): keys are hashed into a stack array
+ * COMMANDS_BATCH at a time and handed to the kind's batch calls, which prefetch every
+ * block before probing; per-key answers go into the result's reused array, so nothing is
+ * allocated per request once warm. A filter is looked up once per request and held by a
+ * reference until the request is done. Every filter is reached through its kind's
+ * operations (lib/kind.h), so a new kind needs no change here.
  */
 #include "server/commands.h"
 
 #include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/sbf.h"
+#include "lib/kind.h"
+#include "server/clock.h"
+#include "server/kinds.h"
+#include "server/park.h"
 #include "server/registry.h"
 #include "server/server.h"
 #include "server/snapshot.h"
+#include "server/stats.h"
 
-#define ERR_CLIENT "CLIENT_ERROR"
-#define ERR_SERVER "SERVER_ERROR"
-
+/* The filter named name with a reference, brought up to the current time; or NULL. */
 static struct filter *lookup(struct server *srv, struct proto_slice name)
 {
-    return registry_get(srv->reg, name.ptr, name.len);
+    struct filter *f = registry_get(srv->reg, name.ptr, name.len);
+    if (f != NULL && f->ops->advance != NULL)
+        f->ops->advance(f->obj, clock_wall_ms());
+    return f;
 }
 
-/* The reply to a failed lib call that grows or creates filter bits. */
-static void reply_sbf_error(struct proto_buf *out, int err)
+static void not_found(struct result *res, struct proto_slice name)
 {
-    if (err == SBF_ENOMEM)
-        proto_reply_error(out, ERR_SERVER, "out of memory");
-    else if (err == SBF_ELIMIT)
-        proto_reply_error(out, ERR_SERVER, "filter cannot grow: stage limit reached");
-    else if (err == SBF_EINCOMPAT)
-        proto_reply_error(out, ERR_CLIENT, "incompatible filters");
-    else if (err == SBF_EGROWN)
-        proto_reply_error(out, ERR_CLIENT, "cannot intersect grown filters (more than one stage)");
-    else
-        proto_reply_error(out, ERR_SERVER, sbf_strerror(err));
+    result_set_copy(res, RESULT_NOT_FOUND, name.ptr, name.len);
+}
+
+/* The result of a failed lib call that grows, creates or combines filters. */
+static void lib_error(struct result *res, int err)
+{
+    switch (err) {
+    case SBF_ENOMEM:
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        break;
+    case SBF_ELIMIT:
+        result_set(res, RESULT_SERVER_ERROR, "filter cannot grow: stage limit reached");
+        break;
+    case SBF_EINCOMPAT:
+        result_set(res, RESULT_CLIENT_ERROR, "incompatible filters");
+        break;
+    case SBF_EGROWN:
+        result_set(res, RESULT_CLIENT_ERROR,
+                   "cannot intersect grown filters (more than one stage)");
+        break;
+    case SBF_ENOTSUP:
+        result_set(res, RESULT_CLIENT_ERROR, "not supported by this filter kind");
+        break;
+    default:
+        result_set(res, RESULT_SERVER_ERROR, sbf_strerror(err));
+        break;
+    }
 }
 
 /*
- * Wraps a new sbf in a filter object and puts it in the table. Returns 0, or SBF_ENOMEM
- * with s freed. On success *out is borrowed from the table.
+ * Wraps obj of kind ops in a filter and puts it in the table. Returns 0, or SBF_ENOMEM
+ * with obj freed.
  */
-static int install(struct server *srv, struct proto_slice name, struct sbf *s, struct filter **out)
+static int install(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
+                   void *obj)
 {
-    struct filter *f = filter_new(name.ptr, name.len, s);
+    struct filter *f = filter_new(name.ptr, name.len, ops, obj);
     if (f == NULL) {
-        sbf_free(s);
+        ops->free(obj);
         return SBF_ENOMEM;
     }
     int rc = registry_put(srv->reg, f);
     filter_unref(f); /* the table holds it now, or nobody does */
-    if (rc != REGISTRY_OK)
-        return SBF_ENOMEM;
-    *out = f;
-    return 0;
+    return rc == REGISTRY_OK ? SBF_OK : SBF_ENOMEM;
 }
 
 /*
- * Puts a new object holding s in place of f in the table, for when another thread (a
- * snapshot) may be reading f's bits. Returns 0, or SBF_ENOMEM with s freed and f still
- * in place. On success *out is the new object, borrowed from the table.
+ * Puts a new filter holding obj in place of f in the table, for when another thread (a
+ * snapshot) may be reading f. Returns 0, or SBF_ENOMEM with obj freed and f in place.
  */
-static int replace(struct server *srv, struct filter *f, struct sbf *s, struct filter **out)
+static int replace(struct server *srv, struct filter *f, void *obj)
 {
-    struct filter *fresh = filter_new(f->name, f->name_len, s);
+    struct filter *fresh = filter_new(f->name, f->name_len, f->ops, obj);
     if (fresh == NULL) {
-        sbf_free(s);
+        f->ops->free(obj);
         return SBF_ENOMEM;
     }
     registry_replace(srv->reg, f, fresh);
     filter_unref(fresh); /* the table holds it now */
-    *out = fresh;
-    return 0;
+    return SBF_OK;
 }
 
-static void cmd_create(struct server *srv, const struct proto_request *req, struct proto_buf *out)
+/* The kind a CREATE asks for, or NULL (res set) if there is none by that name. */
+static const struct kind_ops *create_kind(const struct proto_create *o, struct result *res)
+{
+    const struct kind_ops *ops = KINDS_DEFAULT;
+    if (o->set & PROTO_OPT_KIND)
+        ops = kinds_by_name(o->kind.ptr, o->kind.len);
+    else if (o->set & PROTO_OPT_WINDOW)
+        ops = kinds_by_name("window", 6);
+    if (ops == NULL)
+        result_set(res, RESULT_CLIENT_ERROR, "unknown filter kind");
+    return ops;
+}
+
+static void cmd_create(struct server *srv, const struct proto_request *req, struct result *res)
 {
     const struct proto_create *o = &req->create;
-    struct sbf_params p;
-    sbf_params_default(&p);
-    p.capacity = srv->cfg.default_capacity;
-    p.error = srv->cfg.default_error;
+    struct kind_params p = {.now_ms = clock_wall_ms()};
+    sbf_params_default(&p.sbf);
+    p.sbf.capacity = srv->cfg.default_capacity;
+    p.sbf.error = srv->cfg.default_error;
     if (o->set & PROTO_OPT_CAPACITY)
-        p.capacity = o->capacity;
+        p.sbf.capacity = o->capacity;
     if (o->set & PROTO_OPT_ERROR)
-        p.error = o->error;
+        p.sbf.error = o->error;
     if (o->set & PROTO_OPT_GROWTH)
-        p.growth = o->growth == PROTO_GROWTH_LINEAR ? SBF_GROWTH_LINEAR : SBF_GROWTH_EXPONENTIAL;
+        p.sbf.growth =
+            o->growth == PROTO_GROWTH_LINEAR ? SBF_GROWTH_LINEAR : SBF_GROWTH_EXPONENTIAL;
     if (o->set & PROTO_OPT_SCALE)
-        p.scale = o->scale;
+        p.sbf.scale = o->scale;
     if (o->set & PROTO_OPT_RATIO)
-        p.ratio = o->ratio;
+        p.sbf.ratio = o->ratio;
+    if (o->set & PROTO_OPT_WINDOW)
+        p.window_ms = o->window_ms;
+    if (o->set & PROTO_OPT_GENERATIONS)
+        p.generations = o->generations;
 
-    if (!(p.scale >= 1 && p.scale <= 64)) {
-        proto_reply_error(out, ERR_CLIENT, "scale must be between 1 and 64");
+    if (!(p.sbf.scale >= 1 && p.sbf.scale <= 64)) {
+        result_set(res, RESULT_CLIENT_ERROR, "scale must be between 1 and 64");
         return;
     }
-    if (sbf_params_check(&p) != SBF_OK) {
-        proto_reply_error(out, ERR_CLIENT, "invalid filter parameters");
+    if (sbf_params_check(&p.sbf) != SBF_OK) {
+        result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
         return;
     }
-    if (lookup(srv, req->name) != NULL) {
-        proto_reply_word(out, "EXISTS");
+    const struct kind_ops *ops = create_kind(o, res);
+    if (ops == NULL)
+        return;
+    struct filter *old = lookup(srv, req->name);
+    if (old != NULL) {
+        filter_unref(old);
+        result_set(res, RESULT_EXISTS, NULL);
         return;
     }
-    struct sbf *s;
-    int rc = sbf_new(&p, &srv->budget.sbf, &s);
-    struct filter *f;
+    void *obj;
+    int rc = ops->create(&p, &srv->budget.sbf, &obj);
+    if (rc == SBF_EINVAL) {
+        result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
+        return;
+    }
     if (rc == SBF_OK)
-        rc = install(srv, req->name, s, &f);
+        rc = install(srv, req->name, ops, obj);
     if (rc != SBF_OK) {
-        reply_sbf_error(out, rc);
+        lib_error(res, rc);
         return;
     }
-    proto_reply_word(out, "CREATED");
+    result_set(res, RESULT_CREATED, NULL);
 }
 
-static void cmd_add(struct server *srv, const struct proto_request *req, struct proto_buf *out)
+static void cmd_add(struct server *srv, struct stats *st, const struct proto_request *req,
+                    struct result *res)
 {
     struct filter *f = lookup(srv, req->name);
     if (f == NULL) {
-        proto_reply_word(out, "NOT_FOUND");
+        not_found(res, req->name);
         return;
     }
     struct sbf_hash h[COMMANDS_BATCH];
@@ -133,264 +181,358 @@ static void cmd_add(struct server *srv, const struct proto_request *req, struct 
     bool more = true;
     while (more && rc == SBF_OK) {
         size_t n = 0;
-        while (n < COMMANDS_BATCH && (more = proto_next_arg(&rest, &key)))
+        while (n < COMMANDS_BATCH && (more = proto_next_key(req, &rest, &key)))
             h[n++] = sbf_hash_key(key.ptr, key.len);
         size_t k = 0;
         if (n > 0)
-            rc = sbf_add_batch(f->sbf, h, n, &k);
+            rc = f->ops->add_batch(f->obj, h, n, &k);
         added += k;
     }
     if (added > 0)
         filter_touch(f);
-    srv->stats.keys_added += added;
-    if (rc != SBF_OK)
-        reply_sbf_error(out, rc);
-    else
-        proto_reply_count(out, "ADDED", added);
+    filter_unref(f);
+    st->keys_added += added;
+    if (rc != SBF_OK) {
+        lib_error(res, rc);
+        return;
+    }
+    res->status = RESULT_COUNT;
+    res->count = added;
 }
 
-/* CHECK and CHECKADD: one "0"/"1" per key on one line. */
-static void cmd_check(struct server *srv, const struct proto_request *req, struct proto_buf *out,
-                      bool add)
+/* CHECK and CHECKADD: one bit per key. */
+static void cmd_check(struct server *srv, struct stats *st, const struct proto_request *req,
+                      struct result *res, bool add)
 {
     struct filter *f = lookup(srv, req->name);
     if (f == NULL) {
-        proto_reply_word(out, "NOT_FOUND");
+        not_found(res, req->name);
         return;
     }
     struct sbf_hash h[COMMANDS_BATCH];
-    bool bits[COMMANDS_BATCH];
     struct proto_slice rest = req->args, key;
-    size_t mark = out->len; /* to take back a half-written line if growth fails */
     uint64_t added = 0, checked = 0;
     int rc = SBF_OK;
-    bool more = true, first = true;
+    bool more = true;
+    res->status = RESULT_BITS;
     while (more && rc == SBF_OK) {
         size_t n = 0;
-        while (n < COMMANDS_BATCH && (more = proto_next_arg(&rest, &key)))
+        while (n < COMMANDS_BATCH && (more = proto_next_key(req, &rest, &key)))
             h[n++] = sbf_hash_key(key.ptr, key.len);
         if (n == 0)
             break;
+        bool *bits = result_add_bits(res, n);
+        if (bits == NULL)
+            break;
         if (add) {
-            rc = sbf_checkadd_batch(f->sbf, h, n, bits);
+            rc = f->ops->checkadd_batch(f->obj, h, n, bits);
             if (rc != SBF_OK)
                 break;
             for (size_t i = 0; i < n; i++)
                 added += !bits[i];
         } else {
-            sbf_check_batch(f->sbf, h, n, bits);
+            f->ops->check_batch(f->obj, h, n, bits);
         }
         checked += n;
-        proto_reply_bits(out, bits, n, first);
-        first = false;
     }
     if (added > 0)
         filter_touch(f);
-    srv->stats.keys_added += added;
-    srv->stats.keys_checked += checked;
-    if (rc != SBF_OK) {
-        /* Keys before the failing batch were added; the client learns of the failure only. */
-        if (out->len > mark)
-            out->len = mark;
-        reply_sbf_error(out, rc);
-        return;
-    }
-    proto_reply_end(out);
+    filter_unref(f);
+    st->keys_added += added;
+    st->keys_checked += checked;
+    /* After a failed growth the keys before the failing batch were added; the client
+     * learns of the failure only. */
+    if (rc != SBF_OK)
+        lib_error(res, rc);
 }
 
 struct setop {
     struct proto_slice srcs; /* the source names */
     struct filter *skip;     /* a source whose bits are there already (dst, or its copy) */
-    struct registry *reg;
+    struct server *srv;
     bool intersect;
     int rc;
 };
 
-/* Applies every source to s; sources were checked to exist and be compatible. */
-static void apply_sources(struct sbf *s, void *arg)
+/* Applies every source to obj; sources were checked to exist and be compatible. */
+static void apply_sources(const struct kind_ops *ops, void *obj, struct setop *op)
 {
-    struct setop *op = arg;
     struct proto_slice rest = op->srcs, name;
     while (op->rc == SBF_OK && proto_next_arg(&rest, &name)) {
-        struct filter *src = registry_get(op->reg, name.ptr, name.len);
-        if (src == op->skip)
-            continue;
-        op->rc = op->intersect ? sbf_intersect(s, src->sbf) : sbf_union(s, src->sbf);
+        struct filter *src = registry_get(op->srv->reg, name.ptr, name.len);
+        if (src != op->skip)
+            op->rc = op->intersect ? ops->intersect(obj, src->obj) : ops->merge(obj, src->obj);
+        filter_unref(src);
     }
 }
 
-/* A new filter holding a copy of src's bits. Returns 0 or an sbf_err. */
-static int copy_sbf(struct server *srv, const struct sbf *src, struct sbf **out)
+static void apply_exclusive(struct filter *f, void *arg)
 {
-    int rc = sbf_new(sbf_params(src), &srv->budget.sbf, out);
+    apply_sources(f->ops, f->obj, arg);
+}
+
+/* A new object holding a copy of src. Returns 0 or an sbf_err. */
+static int copy_obj(struct server *srv, const struct filter *src, void **out)
+{
+    int rc = src->ops->create_like(src->obj, &srv->budget.sbf, out);
     if (rc != SBF_OK)
         return rc;
-    rc = sbf_union(*out, src);
+    rc = src->ops->merge(*out, src->obj);
     if (rc != SBF_OK) {
-        sbf_free(*out);
+        src->ops->free(*out);
         *out = NULL;
     }
     return rc;
 }
 
-static bool grown(const struct filter *f)
-{
-    struct sbf_info info;
-    sbf_info(f->sbf, &info);
-    return info.stages > 1;
-}
-
-static void cmd_setop(struct server *srv, const struct proto_request *req, struct proto_buf *out,
-                      bool intersect)
+/*
+ * Checks every source of a set operation: exists, same kind and parameters as the
+ * first, mergeable. Returns the first source (with a reference) or NULL with res set.
+ */
+static struct filter *check_sources(struct server *srv, const struct proto_request *req,
+                                    struct result *res, bool intersect, bool *any_grown)
 {
     struct proto_slice rest = req->args, name;
     struct filter *first = NULL;
-    bool any_grown = false;
+    *any_grown = false;
     while (proto_next_arg(&rest, &name)) {
         struct filter *src = lookup(srv, name);
         if (src == NULL) {
-            proto_reply_word(out, "NOT_FOUND");
-            return;
+            not_found(res, name);
+            goto fail;
         }
+        bool ok =
+            first == NULL || (first->ops == src->ops && src->ops->compatible(first->obj, src->obj));
+        bool can = intersect ? src->ops->intersect != NULL : src->ops->merge != NULL;
+        *any_grown |= src->ops->grown(src->obj);
         if (first == NULL)
             first = src;
-        else if (!sbf_compatible(first->sbf, src->sbf))
-            goto incompatible;
-        any_grown |= grown(src);
+        else
+            filter_unref(src);
+        if (!can) {
+            lib_error(res, SBF_ENOTSUP);
+            goto fail;
+        }
+        if (!ok) {
+            lib_error(res, SBF_EINCOMPAT);
+            goto fail;
+        }
     }
-    if (first == NULL) { /* the parser guarantees a source; stay safe anyway */
-        proto_reply_error(out, ERR_CLIENT, "no source filters");
-        return;
-    }
-    struct filter *dst = lookup(srv, req->name);
-    if (dst != NULL && !sbf_compatible(dst->sbf, first->sbf))
-        goto incompatible;
-    if (intersect && (any_grown || (dst != NULL && grown(dst))))
-        goto grown;
+    if (first == NULL) /* the parser guarantees a source; stay safe anyway */
+        result_set(res, RESULT_CLIENT_ERROR, "no source filters");
+    return first;
+fail:
+    filter_unref(first);
+    return NULL;
+}
 
-    struct setop op = {
-        .srcs = req->args, .skip = dst, .reg = srv->reg, .intersect = intersect, .rc = SBF_OK};
-    struct sbf *fresh = NULL;
+static void cmd_setop(struct server *srv, const struct proto_request *req, struct result *res,
+                      bool intersect)
+{
+    bool any_grown;
+    struct filter *first = check_sources(srv, req, res, intersect, &any_grown);
+    if (first == NULL)
+        return;
+    struct filter *dst = lookup(srv, req->name);
+    int rc = SBF_OK;
+    if (dst != NULL && !(dst->ops == first->ops && dst->ops->compatible(dst->obj, first->obj)))
+        rc = SBF_EINCOMPAT;
+    else if (intersect && (any_grown || (dst != NULL && dst->ops->grown(dst->obj))))
+        rc = SBF_EGROWN; /* checked before anything changes: lib might refuse part-way */
+    if (rc != SBF_OK)
+        goto done;
+
+    struct setop op = {.srcs = req->args, .skip = dst, .srv = srv, .intersect = intersect};
+    void *fresh = NULL;
     if (dst == NULL) {
         /* A missing destination starts as a copy of the first source: skip applying it. */
         op.skip = first;
-        op.rc = copy_sbf(srv, first->sbf, &fresh);
+        op.rc = copy_obj(srv, first, &fresh);
         if (op.rc == SBF_OK)
-            apply_sources(fresh, &op);
+            apply_sources(first->ops, fresh, &op);
         if (op.rc == SBF_OK)
-            op.rc = install(srv, req->name, fresh, &dst);
+            op.rc = install(srv, req->name, first->ops, fresh);
         else
-            sbf_free(fresh);
+            first->ops->free(fresh);
     } else if (!intersect) {
         /* Union only sets bits, which readers may watch happen. */
-        apply_sources(dst->sbf, &op);
+        apply_sources(dst->ops, dst->obj, &op);
         filter_touch(dst);
-    } else if (registry_with_exclusive(srv->reg, dst, apply_sources, &op)) {
+    } else if (registry_with_exclusive(srv->reg, dst, apply_exclusive, &op)) {
         filter_touch(dst);
     } else {
         /* Someone (a snapshot) is reading dst: intersect a copy and swap it in. */
-        op.rc = copy_sbf(srv, dst->sbf, &fresh);
+        op.rc = copy_obj(srv, dst, &fresh);
         if (op.rc == SBF_OK)
-            apply_sources(fresh, &op);
+            apply_sources(dst->ops, fresh, &op);
         if (op.rc == SBF_OK)
-            op.rc = replace(srv, dst, fresh, &dst);
+            op.rc = replace(srv, dst, fresh);
         else
-            sbf_free(fresh);
+            dst->ops->free(fresh);
     }
-    if (op.rc != SBF_OK) {
-        reply_sbf_error(out, op.rc);
-        return;
-    }
-    proto_reply_word(out, "OK");
-    return;
-incompatible:
-    reply_sbf_error(out, SBF_EINCOMPAT);
-    return;
-grown:
-    /* Checked before anything changes: lib would refuse too, but maybe after a first source. */
-    reply_sbf_error(out, SBF_EGROWN);
+    rc = op.rc;
+done:
+    filter_unref(first);
+    filter_unref(dst);
+    if (rc != SBF_OK)
+        lib_error(res, rc);
+    else
+        result_set(res, RESULT_OK, NULL);
 }
 
-static void sbf_clear_cb(struct sbf *s, void *arg)
+static void clear_exclusive(struct filter *f, void *arg)
 {
     (void)arg;
-    sbf_clear(s);
-}
-
-static void cmd_clear(struct server *srv, const struct proto_request *req, struct proto_buf *out)
-{
-    struct filter *f = lookup(srv, req->name);
-    if (f == NULL) {
-        proto_reply_word(out, "NOT_FOUND");
-        return;
-    }
-    if (!registry_with_exclusive(srv->reg, f, sbf_clear_cb, NULL)) {
-        /* A snapshot holds f and may be reading its bits: swap in a fresh object. */
-        struct sbf *s;
-        int rc = sbf_new(sbf_params(f->sbf), &srv->budget.sbf, &s);
-        if (rc == SBF_OK)
-            rc = replace(srv, f, s, &f);
-        if (rc != SBF_OK) {
-            reply_sbf_error(out, rc);
-            return;
-        }
-    }
+    f->ops->clear(f->obj);
     filter_touch(f);
-    proto_reply_word(out, "OK");
 }
 
-static const char *growth_name(enum sbf_growth g)
-{
-    return g == SBF_GROWTH_LINEAR ? "linear" : "exponential";
-}
-
-static void cmd_info(struct server *srv, const struct proto_request *req, struct proto_buf *out)
+static void cmd_clear(struct server *srv, const struct proto_request *req, struct result *res)
 {
     struct filter *f = lookup(srv, req->name);
     if (f == NULL) {
-        proto_reply_word(out, "NOT_FOUND");
+        not_found(res, req->name);
         return;
     }
-    const struct sbf_params *p = sbf_params(f->sbf);
-    struct sbf_info info;
-    struct sbf_estimate est;
-    sbf_info(f->sbf, &info);
-    sbf_estimate(f->sbf, &est);
-    const char *growth = growth_name(p->growth);
-    proto_reply_stat_str(out, "name", (struct proto_slice){f->name, f->name_len});
-    proto_reply_stat_u64(out, "capacity", p->capacity);
-    proto_reply_stat_double(out, "error", p->error);
-    proto_reply_stat_str(out, "growth", (struct proto_slice){growth, strlen(growth)});
-    proto_reply_stat_double(out, "scale", p->scale);
-    proto_reply_stat_double(out, "ratio", p->ratio);
-    proto_reply_stat_u64(out, "stages", info.stages);
-    proto_reply_stat_u64(out, "total_capacity", info.capacity);
-    proto_reply_stat_u64(out, "bytes", info.bytes);
-    proto_reply_stat_u64(out, "items", info.items);
-    proto_reply_stat_double(out, "estimated_items", est.items);
-    proto_reply_stat_double(out, "estimated_error", est.error);
-    snapshot_write_info(f, out);
-    proto_reply_word(out, "END");
+    int rc = SBF_OK;
+    if (!registry_with_exclusive(srv->reg, f, clear_exclusive, NULL)) {
+        /* A snapshot holds f and may be reading its bits: swap in a fresh object. */
+        void *obj;
+        rc = f->ops->create_like(f->obj, &srv->budget.sbf, &obj);
+        if (rc == SBF_OK)
+            rc = replace(srv, f, obj);
+    }
+    filter_unref(f);
+    if (rc != SBF_OK)
+        lib_error(res, rc);
+    else
+        result_set(res, RESULT_OK, NULL);
 }
 
-static void cmd_list(struct server *srv, const struct proto_request *req, struct proto_buf *out)
+/* kind_field_fn into a result. */
+static void add_field(void *ctx, const char *name, enum kind_field_type type, uint64_t u, double d,
+                      const char *s)
+{
+    struct result *res = ctx;
+    if (type == KIND_FIELD_U64)
+        result_field_u64(res, name, u);
+    else if (type == KIND_FIELD_DOUBLE)
+        result_field_double(res, name, d);
+    else
+        result_field_str(res, name, s, strlen(s));
+}
+
+static void cmd_info(struct server *srv, const struct proto_request *req, struct result *res)
+{
+    struct filter *f = lookup(srv, req->name);
+    if (f == NULL) {
+        not_found(res, req->name);
+        return;
+    }
+    result_field_str(res, "name", f->name, f->name_len);
+    f->ops->fields(f->obj, add_field, res);
+    int64_t saved = atomic_load_explicit(&f->saved_at, memory_order_relaxed);
+    result_field_u64(res, "snapshot_time", (uint64_t)saved);
+    filter_unref(f);
+}
+
+static void cmd_list(struct server *srv, const struct proto_request *req, struct result *res)
 {
     struct filter **all;
     size_t n;
     if (registry_collect(srv->reg, req->name.ptr, req->name.len, &all, &n) != REGISTRY_OK) {
-        proto_reply_error(out, ERR_SERVER, "out of memory");
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
         return;
     }
+    res->status = RESULT_ROWS;
     for (size_t i = 0; i < n; i++) {
-        struct sbf_info info;
-        sbf_info(all[i]->sbf, &info);
-        proto_reply_filter(out, (struct proto_slice){all[i]->name, all[i]->name_len}, info.items,
-                           info.bytes, info.capacity, sbf_params(all[i]->sbf)->error);
+        struct kind_info info;
+        all[i]->ops->info(all[i]->obj, &info);
+        result_row(res, all[i]->name, all[i]->name_len, info.items, info.bytes, info.capacity,
+                   info.error);
         filter_unref(all[i]);
     }
     free(all);
-    proto_reply_word(out, "END");
 }
+
+/* ---- commands that answer once the disk has their effect ---- */
+
+#define DROP_LEAD "filter dropped from memory, but its file could not be removed: "
+
+/* The snapshotter's answer, as the result of the parked request. */
+static void finish(struct completion *later, int err, enum result_status ok, const char *lead,
+                   const char *why)
+{
+    if (err == 0) {
+        completion_finish(later, ok, NULL);
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s%s", lead, why);
+    completion_finish(later, RESULT_SERVER_ERROR, msg);
+}
+
+static void flush_done(void *arg, int err, const char *why)
+{
+    finish(arg, err, RESULT_OK, "", why);
+}
+
+static void drop_done(void *arg, int err, const char *why)
+{
+    finish(arg, err, RESULT_DELETED, DROP_LEAD, why);
+}
+
+static int cmd_drop(struct server *srv, const struct proto_request *req, struct result *res,
+                    struct completion *later)
+{
+    if (!registry_remove(srv->reg, req->name.ptr, req->name.len)) {
+        not_found(res, req->name);
+        return CMD_DONE;
+    }
+    if (srv->snap == NULL) {
+        result_set(res, RESULT_DELETED, NULL);
+        return CMD_DONE;
+    }
+    /* Without anyone to answer later, the file goes in the background. */
+    if (snapshot_forget(srv->snap, req->name.ptr, req->name.len, later != NULL ? drop_done : NULL,
+                        later) != 0) {
+        result_set(res, RESULT_SERVER_ERROR, DROP_LEAD "out of memory");
+        return CMD_DONE;
+    }
+    if (later == NULL) {
+        result_set(res, RESULT_DELETED, NULL);
+        return CMD_DONE;
+    }
+    return CMD_PENDING;
+}
+
+static int cmd_flush(struct server *srv, const struct proto_request *req, struct result *res,
+                     struct completion *later)
+{
+    struct filter *f = NULL;
+    if (req->name.len > 0 && (f = lookup(srv, req->name)) == NULL) {
+        not_found(res, req->name);
+        return CMD_DONE;
+    }
+    int rc = CMD_PENDING;
+    if (srv->snap == NULL || later == NULL) {
+        result_set(res, RESULT_SERVER_ERROR, "snapshots are not running");
+        rc = CMD_DONE;
+    } else if (snapshot_flush(srv->snap, f, flush_done, later) != 0) {
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        rc = CMD_DONE;
+    }
+    filter_unref(f);
+    return rc;
+}
+
+static void cmd_stats(struct server *srv, struct result *res)
+{
+    res->status = RESULT_FIELDS;
+    stats_visit(srv, add_field, res);
+}
+
+/* ---- runs of pipelined small requests ---- */
 
 bool commands_runnable(const struct proto_request *req)
 {
@@ -402,20 +544,33 @@ bool commands_runnable(const struct proto_request *req)
 bool commands_same_run(const struct proto_request *first, const struct proto_request *next)
 {
     return commands_runnable(next) && next->cmd == first->cmd &&
-           next->name.len == first->name.len &&
+           next->key_skip == first->key_skip && next->name.len == first->name.len &&
            memcmp(next->name.ptr, first->name.ptr, first->name.len) == 0;
 }
 
-void commands_execute_run(struct server *srv, const struct proto_request *reqs, size_t n,
-                          struct proto_buf *out)
+/* Runs request i alone, as commands_execute would. */
+static void run_alone(struct server *srv, struct stats *st, const struct proto_request *req,
+                      struct result *res)
+{
+    if (req->cmd == PROTO_CMD_ADD)
+        cmd_add(srv, st, req, res);
+    else
+        cmd_check(srv, st, req, res, req->cmd == PROTO_CMD_CHECKADD);
+}
+
+void commands_execute_run(struct server *srv, struct stats *st, const struct proto_request *reqs,
+                          size_t n, struct result *res, commands_each_fn each, void *ctx)
 {
     enum proto_cmd cmd = reqs[0].cmd;
-    srv->stats.commands += n;
-    srv->stats.cmd[cmd] += n;
+    st->commands += n;
+    st->cmd[cmd] += n;
     struct filter *f = lookup(srv, reqs[0].name);
     if (f == NULL) {
-        for (size_t i = 0; i < n; i++)
-            proto_reply_word(out, "NOT_FOUND");
+        for (size_t i = 0; i < n; i++) {
+            result_reset(res);
+            not_found(res, reqs[i].name);
+            each(ctx, i, res);
+        }
         return;
     }
     struct sbf_hash h[COMMANDS_BATCH];
@@ -423,16 +578,16 @@ void commands_execute_run(struct server *srv, const struct proto_request *reqs, 
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         struct proto_slice rest = reqs[i].args, key;
-        while (proto_next_arg(&rest, &key)) {
+        while (proto_next_key(&reqs[i], &rest, &key)) {
             assert(total < COMMANDS_BATCH);
             h[total++] = sbf_hash_key(key.ptr, key.len);
         }
     }
     int rc = SBF_OK;
     if (cmd == PROTO_CMD_CHECK)
-        sbf_check_batch(f->sbf, h, total, bits);
+        f->ops->check_batch(f->obj, h, total, bits);
     else
-        rc = sbf_checkadd_batch(f->sbf, h, total, bits); /* ADD is CHECKADD, counted */
+        rc = f->ops->checkadd_batch(f->obj, h, total, bits); /* ADD is CHECKADD, counted */
     /*
      * Keys [0, done) were processed. After a failed growth the failing key is the first
      * one still absent: every key before it was added, and the failure changed nothing.
@@ -440,8 +595,13 @@ void commands_execute_run(struct server *srv, const struct proto_request *reqs, 
     size_t done = total;
     if (rc != SBF_OK) {
         done = 0;
-        while (done < total && sbf_check(f->sbf, h[done]))
+        bool present = true;
+        while (done < total) {
+            f->ops->check_batch(f->obj, &h[done], 1, &present);
+            if (!present)
+                break;
             done++;
+        }
     }
     uint64_t added = 0, checked = 0;
     size_t i = 0, k = 0;
@@ -451,79 +611,87 @@ void commands_execute_run(struct server *srv, const struct proto_request *reqs, 
         if (cmd != PROTO_CMD_CHECK)
             for (size_t j = 0; j < m; j++)
                 a += !bits[k + j];
+        result_reset(res);
         if (cmd == PROTO_CMD_ADD) {
-            proto_reply_count(out, "ADDED", a);
+            res->status = RESULT_COUNT;
+            res->count = a;
         } else {
-            proto_reply_bits(out, bits + k, m, true);
-            proto_reply_end(out);
+            res->status = RESULT_BITS;
+            bool *out = result_add_bits(res, m);
+            if (out != NULL)
+                memcpy(out, bits + k, m * sizeof *out);
             checked += m;
         }
         added += a;
+        each(ctx, i, res);
     }
     if (i < n) {
         /* Request i holds the failing key: its earlier keys were added, as in cmd_add. */
         for (size_t j = k; j < done; j++)
             added += !bits[j];
-        reply_sbf_error(out, rc);
+        result_reset(res);
+        lib_error(res, rc);
+        each(ctx, i, res);
     }
-    srv->stats.keys_checked += checked;
-    srv->stats.keys_added += added;
+    st->keys_checked += checked;
+    st->keys_added += added;
     if (added > 0)
         filter_touch(f);
+    filter_unref(f);
     /* The rest run alone, exactly as without merging (growth may fail again, or not). */
     while (++i < n) {
-        if (cmd == PROTO_CMD_ADD)
-            cmd_add(srv, &reqs[i], out);
-        else
-            cmd_check(srv, &reqs[i], out, true);
+        result_reset(res);
+        run_alone(srv, st, &reqs[i], res);
+        each(ctx, i, res);
     }
 }
 
-int commands_execute(struct server *srv, const struct proto_request *req, struct proto_buf *out,
-                     struct conn *conn)
+int commands_execute(struct server *srv, struct stats *st, const struct proto_request *req,
+                     struct result *res, struct completion *later)
 {
-    srv->stats.commands++;
-    srv->stats.cmd[req->cmd]++;
+    st->commands++;
+    st->cmd[req->cmd]++;
     switch (req->cmd) {
     case PROTO_CMD_CREATE:
-        cmd_create(srv, req, out);
+        cmd_create(srv, req, res);
         break;
     case PROTO_CMD_ADD:
-        cmd_add(srv, req, out);
+        cmd_add(srv, st, req, res);
         break;
     case PROTO_CMD_CHECK:
-        cmd_check(srv, req, out, false);
+        cmd_check(srv, st, req, res, false);
         break;
     case PROTO_CMD_CHECKADD:
-        cmd_check(srv, req, out, true);
+        cmd_check(srv, st, req, res, true);
         break;
     case PROTO_CMD_UNION:
-        cmd_setop(srv, req, out, false);
+        cmd_setop(srv, req, res, false);
         break;
     case PROTO_CMD_INTERSECT:
-        cmd_setop(srv, req, out, true);
+        cmd_setop(srv, req, res, true);
         break;
     case PROTO_CMD_INFO:
-        cmd_info(srv, req, out);
+        cmd_info(srv, req, res);
         break;
     case PROTO_CMD_LIST:
-        cmd_list(srv, req, out);
+        cmd_list(srv, req, res);
         break;
     case PROTO_CMD_DROP:
-        return snapshot_cmd_drop(srv, req->name, out, conn);
+        return cmd_drop(srv, req, res, later);
     case PROTO_CMD_CLEAR:
-        cmd_clear(srv, req, out);
+        cmd_clear(srv, req, res);
         break;
     case PROTO_CMD_FLUSH:
-        return snapshot_cmd_flush(srv, req->name, out, conn);
+        return cmd_flush(srv, req, res, later);
     case PROTO_CMD_STATS:
-        stats_write(srv, out);
+        cmd_stats(srv, res);
         break;
     case PROTO_CMD_VERSION:
-        proto_reply_word(out, "VERSION " BLOOMD_VERSION);
+        result_set(res, RESULT_VERSION, BLOOMD_VERSION);
         break;
     case PROTO_CMD_QUIT:
-        return CMD_CLOSE;
+        result_set(res, RESULT_CLOSE, NULL);
+        break;
     }
     return CMD_DONE;
 }

@@ -1,7 +1,8 @@
 /*
- * commands.h - executes one parsed request against the server's registry and appends
- * the reply to a buffer. No sockets: the connection code feeds it, unit tests call it
- * directly. Runs on the event-loop thread only.
+ * commands.h - executes one request (proto/request.h) against the registry and fills a
+ * neutral result (proto/result.h); the protocol that received the request turns the
+ * result into bytes. No sockets and no reply words here: connections feed it, unit
+ * tests call it directly. Runs on a worker's loop thread, with that worker's counters.
  */
 #ifndef BLOOMD_SERVER_COMMANDS_H
 #define BLOOMD_SERVER_COMMANDS_H
@@ -9,10 +10,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "proto/proto.h"
+#include "proto/request.h"
+#include "proto/result.h"
 
 struct server;
-struct conn;
+struct stats;
+struct completion;
 
 /* Keys hashed and probed per lib batch call (bounded stack scratch, prefetch window). */
 #define COMMANDS_BATCH 256
@@ -21,18 +24,18 @@ struct conn;
 #define COMMANDS_RUN_KEYS 16
 
 enum cmd_result {
-    CMD_DONE = 0,    /* the reply is in the buffer */
-    CMD_CLOSE = 1,   /* QUIT: send what is buffered, then close */
-    CMD_PENDING = 2, /* the reply comes later: the connection waits (see conn_resume) */
+    CMD_DONE = 0,    /* the result is in *res */
+    CMD_PENDING = 1, /* the result comes later, through later->done() (server/park.h) */
 };
 
 /*
- * Executes req and appends its complete reply to out. conn identifies the client for
- * commands that answer asynchronously (may be NULL when none can, as in unit tests).
- * Returns an enum cmd_result.
+ * Executes req, counting it in *st, and fills res (reset by the caller). A command that
+ * must wait (FLUSH, DROP with a snapshotter) returns CMD_PENDING and will call
+ * later->done() once, on this thread, unless the server is stopping by then; with later
+ * NULL it answers at once instead (DROP) or refuses (FLUSH). QUIT gives RESULT_CLOSE.
  */
-int commands_execute(struct server *srv, const struct proto_request *req, struct proto_buf *out,
-                     struct conn *conn);
+int commands_execute(struct server *srv, struct stats *st, const struct proto_request *req,
+                     struct result *res, struct completion *later);
 
 /*
  * True if req can be part of a run: ADD, CHECK or CHECKADD of at most COMMANDS_RUN_KEYS
@@ -42,13 +45,17 @@ int commands_execute(struct server *srv, const struct proto_request *req, struct
 bool commands_runnable(const struct proto_request *req);
 bool commands_same_run(const struct proto_request *first, const struct proto_request *next);
 
+/* Receives the result of request i of a run, in order; res is valid during the call. */
+typedef void (*commands_each_fn)(void *ctx, size_t i, const struct result *res);
+
 /*
  * Executes n >= 1 consecutive requests of one run (at most COMMANDS_BATCH keys in all)
  * with a single lib batch call, so pipelined one-key requests overlap their cache misses
- * like one many-key request. Replies and counters are exactly those of n
- * commands_execute() calls, also when the filter cannot grow part-way.
+ * like one many-key request, and hands each request's result to each(ctx, i, res) in
+ * order (res is scratch, reset between calls). Results and counters are exactly those of
+ * n commands_execute() calls, also when the filter cannot grow part-way.
  */
-void commands_execute_run(struct server *srv, const struct proto_request *reqs, size_t n,
-                          struct proto_buf *out);
+void commands_execute_run(struct server *srv, struct stats *st, const struct proto_request *reqs,
+                          size_t n, struct result *res, commands_each_fn each, void *ctx);
 
 #endif

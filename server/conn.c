@@ -1,37 +1,56 @@
 /*
  * conn.c - client connections. Workload: a few hundred clients, some pipelining
- * thousands of 100-key lines, most idle. A read goes into the server's shared buffer and
+ * thousands of 100-key lines, most idle. A read goes into the worker's shared buffer and
  * is parsed there in place; only an unfinished tail (or requests held back by
  * backpressure) is copied into the connection's own buffer, so idle clients hold no
  * input memory. Replies accumulate in one proto_buf per connection and are written once
  * per read batch. When more than max_output reply bytes are unsent we stop parsing and
  * reading that client until the socket drains.
+ *
+ * Parked requests: a command that answers later gets a struct parked (its completion).
+ * Requests after it keep executing (so writes behind a held write join the same group
+ * commit), but their replies are held behind it; when the oldest parked request
+ * completes, its reply and everything held behind it move to the output, in order.
  */
 #include "server/conn.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "proto/proto.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/netaddr.h"
+#include "server/park.h"
 #include "server/server.h"
+#include "server/worker.h"
 
 #define CONN_MIN_IN 1024     /* input buffers up to this size are kept while idle */
 #define CONN_KEEP_OUT 4096   /* larger reply buffers are freed once drained */
 #define CONN_RUN 64          /* pipelined small key requests merged into one lib batch */
 #define CONN_CLOSE_SECONDS 5 /* wait for a closing client to read its last reply */
+#define CONN_MAX_PARKED 1024 /* parked requests per connection before parsing waits */
+
+struct conn;
+
+/* A request whose reply comes later, and the replies of the requests behind it. */
+struct parked {
+    struct completion cpl; /* handed to the command; first member */
+    struct parked *next;   /* younger parked request */
+    struct conn *c;
+    bool done;              /* reply holds its reply */
+    struct proto_buf reply; /* its formatted reply, once done */
+    struct proto_buf after; /* replies of later requests, held until it is answered */
+};
 
 struct conn {
-    struct server *srv;
-    struct conn *prev, *next; /* srv->conns */
+    struct worker *w;
+    const struct conn_proto *proto;
+    struct conn *prev, *next; /* w->conns */
     int fd;
     struct event *ev_read;  /* EV_READ|EV_PERSIST, with the idle timeout */
     struct event *ev_write; /* EV_WRITE|EV_PERSIST, added while output is unsent */
@@ -39,31 +58,127 @@ struct conn {
     size_t in_len, in_cap;
     struct proto_buf out; /* replies; out.data[out_sent..out.len) not yet written */
     size_t out_sent;
-    bool reading;   /* ev_read is added */
-    bool writing;   /* ev_write is added */
-    bool eof;       /* the peer sent everything it will send */
-    bool closing;   /* no more requests: close once the output is written */
-    bool lingering; /* write side shut: discarding input until EOF or timeout */
-    bool pending;   /* a command answers later: parse nothing until it does */
-    char peer[64];  /* address for log lines */
+    struct parked *parked, *parked_tail; /* oldest first */
+    size_t nparked;
+    size_t held;            /* bytes in the parked requests' buffers */
+    struct parked *spare;   /* the completion offered to the next command; NULL until needed */
+    struct result res;      /* scratch result, reused by every request */
+    bool reading;           /* ev_read is added */
+    bool writing;           /* ev_write is added */
+    bool eof;               /* the peer sent everything it will send */
+    bool closing;           /* no more requests: close once the output is written */
+    bool lingering;         /* write side shut: discarding input until EOF or timeout */
+    char peer[NETADDR_MAX]; /* address for log lines */
 };
 
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
 static void pump(struct conn *c);
 
+/* ---- the text protocol ---- */
+
+static int text_parse(const void *ctx, const char *buf, size_t len, size_t max_line,
+                      struct proto_request *req, size_t *consumed)
+{
+    (void)ctx;
+    const struct proto_limits lim = {.max_line = max_line};
+    return proto_parse(buf, len, &lim, req, consumed);
+}
+
+static void text_parse_error(struct proto_buf *out, int status, const struct proto_request *req,
+                             bool *close)
+{
+    proto_reply_parse_error(out, status, req);
+    *close = status == PROTO_ERR_TOO_LONG;
+}
+
+const struct conn_proto conn_proto_text = {
+    .name = "bloomd",
+    .parse = text_parse,
+    .parse_error = text_parse_error,
+    .format = proto_format_result,
+};
+
+/* ---- output ---- */
+
 static size_t unsent(const struct conn *c)
 {
-    return c->out.len - c->out_sent;
+    return c->out.len - c->out_sent + c->held;
+}
+
+/* Where the reply of a request executed now goes: the output, or behind a parked one. */
+static struct proto_buf *reply_buf(struct conn *c)
+{
+    return c->parked_tail != NULL ? &c->parked_tail->after : &c->out;
+}
+
+static void account_held(struct conn *c, size_t before, const struct proto_buf *b)
+{
+    if (b != &c->out)
+        c->held += b->len - before;
+}
+
+/* Formats res as the reply to the request just executed. */
+static void reply(struct conn *c, const struct result *res)
+{
+    struct proto_buf *b = reply_buf(c);
+    size_t before = b->len;
+    c->proto->format(b, res);
+    account_held(c, before, b);
+}
+
+static void append_buf(struct proto_buf *dst, const struct proto_buf *src)
+{
+    if (src->failed)
+        dst->failed = true;
+    if (src->len == 0 || dst->failed)
+        return;
+    size_t need = dst->len + src->len;
+    if (need > dst->cap) {
+        char *p = realloc(dst->data, need);
+        if (p == NULL) {
+            dst->failed = true;
+            return;
+        }
+        dst->data = p;
+        dst->cap = need;
+    }
+    memcpy(dst->data + dst->len, src->data, src->len);
+    dst->len = need;
+}
+
+static void parked_free(struct parked *p)
+{
+    if (p == NULL)
+        return;
+    proto_buf_free(&p->reply);
+    proto_buf_free(&p->after);
+    free(p);
+}
+
+/* Moves the answered parked requests at the head, and what they held, to the output. */
+static void release_parked(struct conn *c)
+{
+    while (c->parked != NULL && c->parked->done) {
+        struct parked *p = c->parked;
+        c->parked = p->next;
+        if (c->parked == NULL)
+            c->parked_tail = NULL;
+        c->nparked--;
+        c->held -= p->reply.len + p->after.len;
+        append_buf(&c->out, &p->reply);
+        append_buf(&c->out, &p->after);
+        parked_free(p);
+    }
 }
 
 static void conn_free(struct conn *c)
 {
-    struct server *srv = c->srv;
+    struct worker *w = c->w;
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
-        srv->conns = c->next;
+        w->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
     event_free(c->ev_read);
@@ -71,15 +186,22 @@ static void conn_free(struct conn *c)
     close(c->fd);
     free(c->in);
     proto_buf_free(&c->out);
-    srv->stats.conn_current--;
+    while (c->parked != NULL) { /* only at shutdown: completions are never called then */
+        struct parked *p = c->parked;
+        c->parked = p->next;
+        parked_free(p);
+    }
+    parked_free(c->spare);
+    result_free(&c->res);
+    w->stats.conn_current--;
     log_msg(LOG_DEBUG, "closed connection from %s", c->peer);
     free(c);
 }
 
-/* Closes now, unless a command still owes this connection a reply (then at resume). */
+/* Closes now, unless a command still owes this connection a reply (then when it comes). */
 static void conn_close(struct conn *c)
 {
-    if (c->pending) {
+    if (c->parked != NULL) {
         c->closing = true;
         c->lingering = true; /* nothing more to send to a peer that is gone */
         if (c->reading)
@@ -90,6 +212,54 @@ static void conn_close(struct conn *c)
         return;
     }
     conn_free(c);
+}
+
+/* The completion of a parked request: formats its reply and moves what it can. */
+static void on_parked_done(struct completion *cpl, const struct result *r)
+{
+    struct parked *p = (struct parked *)cpl;
+    struct conn *c = p->c;
+    p->done = true;
+    size_t before = p->reply.len;
+    c->proto->format(&p->reply, r);
+    c->held += p->reply.len - before;
+    if (p != c->parked)
+        return; /* an older request still waits: this reply waits behind it */
+    release_parked(c);
+    if (c->lingering && c->closing && !c->reading && c->parked == NULL) {
+        conn_free(c); /* the peer left while we were waiting */
+        return;
+    }
+    pump(c);
+}
+
+/*
+ * The completion offered to a command: the connection's spare parked request, or NULL
+ * if out of memory. It joins the queue only if the command parks.
+ */
+static struct parked *spare(struct conn *c)
+{
+    if (c->spare == NULL) {
+        c->spare = calloc(1, sizeof *c->spare);
+        if (c->spare == NULL)
+            return NULL;
+        c->spare->cpl.done = on_parked_done;
+        c->spare->c = c;
+    }
+    return c->spare;
+}
+
+/* The spare's command parked: it goes to the tail of the queue. */
+static void park(struct conn *c)
+{
+    struct parked *p = c->spare;
+    c->spare = NULL;
+    if (c->parked_tail != NULL)
+        c->parked_tail->next = p;
+    else
+        c->parked = p;
+    c->parked_tail = p;
+    c->nparked++;
 }
 
 /*
@@ -107,36 +277,28 @@ static void set_event(struct event *ev, bool *on, bool want, unsigned timeout)
     *on = want;
 }
 
-int conn_start(struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen)
+int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
+               const struct sockaddr *peer, socklen_t peerlen)
 {
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         goto error;
-    c->srv = srv;
+    c->w = w;
+    c->proto = proto;
     c->fd = fd;
-    c->ev_read = event_new(srv->base, fd, EV_READ | EV_PERSIST, on_read, c);
-    c->ev_write = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+    c->ev_read = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
+    c->ev_write = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
     if (c->ev_read == NULL || c->ev_write == NULL)
         goto error;
-    char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (peer->sa_family == AF_INET && peerlen >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *sin = (const void *)peer;
-        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-        port = ntohs(sin->sin_port);
-    } else if (peer->sa_family == AF_INET6 && peerlen >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *sin6 = (const void *)peer;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
-        port = ntohs(sin6->sin6_port);
-    }
-    snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
-    c->next = srv->conns;
+    result_init(&c->res);
+    netaddr_format(peer, peerlen, c->peer, sizeof(c->peer));
+    c->next = w->conns;
     if (c->next != NULL)
         c->next->prev = c;
-    srv->conns = c;
-    srv->stats.conn_current++;
-    srv->stats.conn_total++;
-    set_event(c->ev_read, &c->reading, true, srv->cfg.idle_timeout);
+    w->conns = c;
+    w->stats.conn_current++;
+    w->stats.conn_total++;
+    set_event(c->ev_read, &c->reading, true, w->srv->cfg.idle_timeout);
     log_msg(LOG_DEBUG, "connection from %s", c->peer);
     return 0;
 error:
@@ -152,23 +314,55 @@ error:
     return -1;
 }
 
+/* Runs one request that cannot be merged, and places its reply (or parks it). */
+static void execute_one(struct conn *c, const struct proto_request *req)
+{
+    struct parked *p = spare(c);
+    result_reset(&c->res);
+    if (p == NULL) {
+        result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
+        reply(c, &c->res);
+        return;
+    }
+    /* done() is never called before commands_execute returns, so parking after is safe. */
+    if (commands_execute(c->w->srv, &c->w->stats, req, &c->res, &p->cpl) == CMD_PENDING) {
+        park(c);
+        return;
+    }
+    if (c->res.status == RESULT_CLOSE)
+        c->closing = true;
+    reply(c, &c->res);
+}
+
+static void reply_each(void *ctx, size_t i, const struct result *res)
+{
+    (void)i;
+    reply(ctx, res);
+}
+
+/* True while the connection may parse and execute more input. */
+static bool can_execute(const struct conn *c)
+{
+    return !c->closing && c->nparked < CONN_MAX_PARKED && unsent(c) <= c->w->srv->cfg.max_output;
+}
+
 /*
  * Parses and executes the complete requests in buf[0..len) until the input runs out,
- * the connection closes or pauses, or too much output is waiting. Returns the bytes
- * consumed.
+ * the connection closes, or too much output is waiting. Returns the bytes consumed.
  */
 static size_t execute_all(struct conn *c, const char *buf, size_t len)
 {
-    struct server *srv = c->srv;
-    const struct proto_limits lim = {.max_line = srv->cfg.max_line};
+    struct worker *w = c->w;
+    struct server *srv = w->srv;
+    size_t max_line = srv->cfg.max_line;
     struct proto_request run[CONN_RUN];
     size_t off = 0, used = 0;
     int st = PROTO_MORE;
     bool parsed = false; /* run[0], st and used already hold the request at off */
-    while (off < len && !c->closing && !c->pending && unsent(c) <= srv->cfg.max_output) {
+    while (off < len && can_execute(c)) {
         struct proto_request *req = &run[0];
         if (!parsed)
-            st = proto_parse(buf + off, len - off, &lim, req, &used);
+            st = c->proto->parse(NULL, buf + off, len - off, max_line, req, &used);
         parsed = false;
         if (st == PROTO_MORE)
             break;
@@ -177,7 +371,8 @@ static size_t execute_all(struct conn *c, const char *buf, size_t len)
             size_t n = 1, keys = req->nargs, next_used = 0;
             int next = PROTO_MORE;
             while (n < CONN_RUN && off + used < len) {
-                next = proto_parse(buf + off + used, len - off - used, &lim, &run[n], &next_used);
+                next = c->proto->parse(NULL, buf + off + used, len - off - used, max_line, &run[n],
+                                       &next_used);
                 if (next != PROTO_OK || !commands_same_run(req, &run[n]) ||
                     keys + run[n].nargs > COMMANDS_BATCH)
                     break;
@@ -185,7 +380,7 @@ static size_t execute_all(struct conn *c, const char *buf, size_t len)
                 used += next_used;
                 next = PROTO_MORE;
             }
-            commands_execute_run(srv, run, n, &c->out);
+            commands_execute_run(srv, &w->stats, run, n, &c->res, reply_each, c);
             off += used;
             if (next != PROTO_MORE) {
                 /* The request that ended the run is parsed already: do not parse it again. */
@@ -197,21 +392,20 @@ static size_t execute_all(struct conn *c, const char *buf, size_t len)
             continue;
         }
         if (st == PROTO_OK) {
-            int r = commands_execute(srv, req, &c->out, c);
-            if (r == CMD_CLOSE)
-                c->closing = true;
-            else if (r == CMD_PENDING)
-                c->pending = true;
-        } else if (st == PROTO_ERR_TOO_LONG) {
-            srv->stats.errors++;
-            log_msg(LOG_INFO, "client %s: line longer than %llu bytes, closing", c->peer,
-                    (unsigned long long)srv->cfg.max_line);
-            proto_reply_parse_error(&c->out, st, req);
-            c->closing = true;
-            used = len - off; /* the rest of the stream is discarded */
+            execute_one(c, req);
         } else if (st != PROTO_BLANK) {
-            srv->stats.errors++;
-            proto_reply_parse_error(&c->out, st, req);
+            bool close = false;
+            struct proto_buf *b = reply_buf(c);
+            size_t before = b->len;
+            w->stats.errors++;
+            c->proto->parse_error(b, st, req, &close);
+            account_held(c, before, b);
+            if (close) {
+                log_msg(LOG_INFO, "client %s: line longer than %llu bytes, closing", c->peer,
+                        (unsigned long long)max_line);
+                c->closing = true;
+                used = len - off; /* the rest of the stream is discarded */
+            }
         }
         off += used;
     }
@@ -255,8 +449,8 @@ static bool reserve_in(struct conn *c, size_t more)
 /* Writes as much output as the socket takes. Returns -1 on a socket error. */
 static int flush_out(struct conn *c)
 {
-    while (unsent(c) > 0) {
-        ssize_t n = write(c->fd, c->out.data + c->out_sent, unsent(c));
+    while (c->out.len > c->out_sent) {
+        ssize_t n = write(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -266,7 +460,7 @@ static int flush_out(struct conn *c)
             return -1;
         }
         c->out_sent += (size_t)n;
-        c->srv->stats.bytes_written += (uint64_t)n;
+        c->w->stats.bytes_written += (uint64_t)n;
     }
     if (c->out.cap > CONN_KEEP_OUT) {
         proto_buf_free(&c->out);
@@ -284,12 +478,15 @@ static int flush_out(struct conn *c)
  */
 static void pump(struct conn *c)
 {
-    struct server *srv = c->srv;
+    const struct config *cfg = &c->w->srv->cfg;
     for (;;) {
         bool progress = !c->lingering && execute_buffered(c);
-        bool blocked = unsent(c) > srv->cfg.max_output; /* parsing waits for output room */
+        bool blocked = !can_execute(c) && !c->closing; /* parsing waits for room */
         if (c->out.failed) {
             log_msg(LOG_ERROR, "client %s: out of memory for replies, closing", c->peer);
+            c->out.failed = false;
+            c->closing = true;
+            c->eof = true;
             conn_close(c);
             return;
         }
@@ -301,13 +498,14 @@ static void pump(struct conn *c)
          * Go round again while requests may still be waiting in the buffer: after
          * progress, or when the write just made room for parsing that was blocked.
          */
-        if ((!progress && !blocked) || unsent(c) > srv->cfg.max_output || c->closing || c->pending)
+        if ((!progress && !blocked) || !can_execute(c))
             break;
     }
+    bool waiting = c->parked != NULL;
     /* After EOF, once nothing executable is left (an unfinished line is dropped). */
-    if (c->eof && !c->pending && unsent(c) <= srv->cfg.max_output)
+    if (c->eof && can_execute(c))
         c->closing = true;
-    if (c->closing && unsent(c) == 0 && !c->lingering && !c->pending) {
+    if (c->closing && unsent(c) == 0 && !c->lingering && !waiting) {
         if (c->eof) {
             conn_close(c);
             return;
@@ -323,30 +521,29 @@ static void pump(struct conn *c)
         c->in_len = c->in_cap = 0;
         set_event(c->ev_read, &c->reading, false, 0);
     }
-    if (c->pending) {
-        set_event(c->ev_read, &c->reading, false, 0);
-        set_event(c->ev_write, &c->writing, unsent(c) > 0, 0);
-        return;
-    }
-    bool want_write = unsent(c) > 0 && !c->lingering;
-    bool want_read = c->lingering || (!c->closing && !c->eof && unsent(c) <= srv->cfg.max_output);
-    unsigned idle = srv->cfg.idle_timeout;
+    bool room = unsent(c) <= cfg->max_output && c->nparked < CONN_MAX_PARKED;
+    bool want_write = c->out.len > c->out_sent && !c->lingering;
+    bool want_read = c->lingering || (!c->closing && !c->eof && room);
+    unsigned idle = cfg->idle_timeout;
+    /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
+    unsigned read_timeout = c->lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
     set_event(c->ev_write, &c->writing, want_write, c->closing ? CONN_CLOSE_SECONDS : idle);
-    set_event(c->ev_read, &c->reading, want_read, c->lingering ? CONN_CLOSE_SECONDS : idle);
+    set_event(c->ev_read, &c->reading, want_read, read_timeout);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
-    struct server *srv = c->srv;
+    struct worker *w = c->w;
+    const struct config *cfg = &w->srv->cfg;
     if (what & EV_TIMEOUT) {
         if (!c->lingering)
-            log_msg(LOG_INFO, "client %s idle for %u s, closing", c->peer, srv->cfg.idle_timeout);
+            log_msg(LOG_INFO, "client %s idle for %u s, closing", c->peer, cfg->idle_timeout);
         conn_close(c);
         return;
     }
     if (c->lingering) {
-        ssize_t n = read(fd, srv->rbuf, SERVER_RBUF);
+        ssize_t n = read(fd, w->rbuf, WORKER_RBUF);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
             conn_close(c);
         return;
@@ -356,16 +553,16 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
      * buffer and the read goes after it. Only a line longer than half the shared buffer
      * grows in the connection's own buffer, up to max_line.
      */
-    bool shared = c->in_len <= SERVER_RBUF / 2;
-    char *dst = srv->rbuf + c->in_len;
-    size_t room = SERVER_RBUF - c->in_len;
+    bool shared = c->in_len <= WORKER_RBUF / 2;
+    char *dst = w->rbuf + c->in_len;
+    size_t room = WORKER_RBUF - c->in_len;
     if (shared) {
         if (c->in_len > 0)
-            memcpy(srv->rbuf, c->in, c->in_len);
+            memcpy(w->rbuf, c->in, c->in_len);
     } else {
-        size_t want = c->in_len < srv->cfg.max_line ? srv->cfg.max_line - c->in_len : 1;
-        if (want > SERVER_RBUF)
-            want = SERVER_RBUF;
+        size_t want = c->in_len < cfg->max_line ? cfg->max_line - c->in_len : 1;
+        if (want > WORKER_RBUF)
+            want = WORKER_RBUF;
         if (!reserve_in(c, want)) {
             log_msg(LOG_ERROR, "client %s: out of memory for input, closing", c->peer);
             conn_close(c);
@@ -388,7 +585,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         pump(c);
         return;
     }
-    srv->stats.bytes_read += (uint64_t)n;
+    w->stats.bytes_read += (uint64_t)n;
     if (!shared) {
         c->in_len += (size_t)n;
         /*
@@ -396,7 +593,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
          * without a newline in the new bytes there is nothing to parse yet: re-scanning
          * the whole line on every read would cost O(line) per read to a trickling client.
          */
-        if (memchr(dst, '\n', (size_t)n) == NULL && c->in_len < srv->cfg.max_line)
+        if (memchr(dst, '\n', (size_t)n) == NULL && c->in_len < cfg->max_line)
             return;
     } else {
         size_t total = c->in_len + (size_t)n;
@@ -406,7 +603,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
             c->in = NULL;
             c->in_cap = 0;
         }
-        size_t used = execute_all(c, srv->rbuf, total);
+        size_t used = execute_all(c, w->rbuf, total);
         size_t left = total - used;
         if (left > 0 && !c->closing) {
             if (!reserve_in(c, left)) {
@@ -414,7 +611,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
                 conn_close(c);
                 return;
             }
-            memcpy(c->in, srv->rbuf + used, left);
+            memcpy(c->in, w->rbuf + used, left);
             c->in_len = left;
         }
     }
@@ -433,25 +630,8 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     pump(c);
 }
 
-struct proto_buf *conn_output(struct conn *c)
+void conn_close_all(struct worker *w)
 {
-    return &c->out;
-}
-
-void conn_resume(struct conn *c)
-{
-    c->pending = false;
-    if (c->lingering && c->closing && !c->reading) {
-        conn_free(c); /* the peer left while we were waiting */
-        return;
-    }
-    pump(c);
-}
-
-void conn_close_all(struct server *srv)
-{
-    while (srv->conns != NULL) {
-        srv->conns->pending = false;
-        conn_free(srv->conns);
-    }
+    while (w->conns != NULL)
+        conn_free(w->conns);
 }

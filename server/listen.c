@@ -6,7 +6,6 @@
  */
 #include "server/listen.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -21,26 +20,30 @@
 
 #include "server/conn.h"
 #include "server/log.h"
+#include "server/netaddr.h"
 #include "server/server.h"
+#include "server/worker.h"
 
 #define ACCEPT_BATCH 64
 #define ACCEPT_PAUSE_MS 100
 #define TOO_MANY "SERVER_ERROR too many connections\r\n"
 
 struct listener {
+    struct worker *w;
+    const struct conn_proto *proto; /* what accepted clients speak */
     int fd;
     int spare;            /* /dev/null, given up to accept under EMFILE; -1 if lost */
     struct event *ev;     /* readable listening socket */
     struct event *resume; /* timer: accept again after a pause */
 };
 
-static void refuse(struct server *srv, int fd)
+static void refuse(struct worker *w, int fd)
 {
     /* Best effort: a fresh socket's send buffer always takes one short line. */
     ssize_t n = send(fd, TOO_MANY, sizeof(TOO_MANY) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)n;
     close(fd);
-    srv->stats.conn_rejected++;
+    w->stats.conn_rejected++;
 }
 
 static void pause_accepting(struct listener *l)
@@ -51,7 +54,7 @@ static void pause_accepting(struct listener *l)
 }
 
 /* Out of descriptors: use the spare to accept and refuse one client. */
-static void accept_emfile(struct server *srv, struct listener *l)
+static void accept_emfile(struct listener *l)
 {
     if (l->spare < 0) {
         l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -65,7 +68,7 @@ static void accept_emfile(struct server *srv, struct listener *l)
     int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd >= 0) {
         log_msg(LOG_WARN, "out of file descriptors: refusing a client");
-        refuse(srv, fd);
+        refuse(l->w, fd);
     }
     l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
@@ -73,8 +76,9 @@ static void accept_emfile(struct server *srv, struct listener *l)
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
     (void)what;
-    struct server *srv = arg;
-    struct listener *l = srv->lis;
+    struct listener *l = arg;
+    struct worker *w = l->w;
+    const struct config *cfg = &w->srv->cfg;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
@@ -83,7 +87,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno == EMFILE || errno == ENFILE) {
-                accept_emfile(srv, l);
+                accept_emfile(l);
                 return;
             }
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -92,15 +96,16 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             }
             return;
         }
-        if (srv->stats.conn_current >= srv->cfg.max_connections) {
+        /* Per worker: with several workers, each would get its share of the limit. */
+        if (w->stats.conn_current >= cfg->max_connections) {
             log_msg(LOG_WARN, "max_connections (%u) reached: refusing a client",
-                    srv->cfg.max_connections);
-            refuse(srv, fd);
+                    cfg->max_connections);
+            refuse(w, fd);
             continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        conn_start(srv, fd, (struct sockaddr *)&ss, len);
+        conn_start(w, l->proto, fd, (struct sockaddr *)&ss, len);
     }
 }
 
@@ -110,21 +115,6 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct listener *l = arg;
     event_add(l->ev, NULL);
-}
-
-/* Formats addr:port, with brackets for IPv6. */
-static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const void *)sa;
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
-    } else {
-        const struct sockaddr_in *s4 = (const void *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
-    }
 }
 
 /* Returns a listening socket for host:port, or -1 after logging why. */
@@ -163,40 +153,40 @@ static int open_socket(const char *host, unsigned port)
     return fd;
 }
 
-int listener_open(struct server *srv)
+struct listener *listener_open(struct worker *w, const struct conn_proto *proto, const char *host,
+                               unsigned port)
 {
     struct listener *l = calloc(1, sizeof(*l));
     if (l == NULL) {
         log_msg(LOG_ERROR, "listen: out of memory");
-        return -1;
+        return NULL;
     }
+    l->w = w;
+    l->proto = proto;
     l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    l->fd = open_socket(srv->cfg.bind, srv->cfg.port);
+    l->fd = open_socket(host, port);
     if (l->fd < 0)
         goto error;
-    l->ev = event_new(srv->base, l->fd, EV_READ | EV_PERSIST, on_accept, srv);
-    l->resume = evtimer_new(srv->base, on_resume, l);
+    l->ev = event_new(w->base, l->fd, EV_READ | EV_PERSIST, on_accept, l);
+    l->resume = evtimer_new(w->base, on_resume, l);
     if (l->ev == NULL || l->resume == NULL || event_add(l->ev, NULL) != 0) {
         log_msg(LOG_ERROR, "listen: cannot register the listening socket");
         goto error;
     }
-    srv->lis = l;
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    char addr[INET6_ADDRSTRLEN + 16] = "?";
+    char addr[NETADDR_MAX] = "?";
     if (getsockname(l->fd, (struct sockaddr *)&ss, &len) == 0)
-        format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
-    log_msg(LOG_INFO, "listening on %s", addr);
-    return 0;
+        netaddr_format((struct sockaddr *)&ss, len, addr, sizeof(addr));
+    log_msg(LOG_INFO, "listening on %s (%s protocol)", addr, proto->name);
+    return l;
 error:
-    srv->lis = l;
-    listener_close(srv);
-    return -1;
+    listener_close(l);
+    return NULL;
 }
 
-void listener_close(struct server *srv)
+void listener_close(struct listener *l)
 {
-    struct listener *l = srv->lis;
     if (l == NULL)
         return;
     if (l->ev != NULL)
@@ -208,5 +198,4 @@ void listener_close(struct server *srv)
     if (l->spare >= 0)
         close(l->spare);
     free(l);
-    srv->lis = NULL;
 }

@@ -1,20 +1,25 @@
 /*
- * listen.h - the listening socket: accepts clients for conn.c, refuses those beyond
- * max_connections with a one-line error, and keeps a spare descriptor so that running
- * out of descriptors (EMFILE) never makes accept() spin.
+ * listen.h - a listening socket of a worker: accepts clients for conn.c with the
+ * listener's protocol, refuses those beyond max_connections with a one-line error, and
+ * keeps a spare descriptor so that running out of descriptors (EMFILE) never makes
+ * accept() spin.
  */
 #ifndef BLOOMD_SERVER_LISTEN_H
 #define BLOOMD_SERVER_LISTEN_H
 
-struct server;
+struct worker;
+struct listener;
+struct conn_proto;
 
 /*
- * Binds srv->cfg.bind:port, listens, logs "listening on <addr>:<port>" (the real port
- * when port is 0) and sets srv->lis. Returns 0, or -1 after logging why.
+ * Binds host:port, listens, logs "listening on <addr>:<port> (<protocol>)" (the real
+ * port when port is 0) and serves accepted clients with proto on w. Returns the
+ * listener, or NULL after logging why.
  */
-int listener_open(struct server *srv);
+struct listener *listener_open(struct worker *w, const struct conn_proto *proto, const char *host,
+                               unsigned port);
 
-/* Stops accepting and frees srv->lis (may be NULL). */
-void listener_close(struct server *srv);
+/* Stops accepting and frees l. listener_close(NULL) does nothing. */
+void listener_close(struct listener *l);
 
 #endif

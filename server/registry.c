@@ -24,7 +24,7 @@ struct registry {
     size_t count;
 };
 
-struct filter *filter_new(const char *name, size_t len, struct sbf *f)
+struct filter *filter_new(const char *name, size_t len, const struct kind_ops *ops, void *obj)
 {
     struct filter *flt = malloc(sizeof(*flt) + len + 1);
     if (flt == NULL)
@@ -33,7 +33,8 @@ struct filter *filter_new(const char *name, size_t len, struct sbf *f)
     atomic_init(&flt->dropped, false);
     atomic_init(&flt->changes, 1);
     atomic_init(&flt->saved_at, 0);
-    flt->sbf = f;
+    flt->ops = ops;
+    flt->obj = obj;
     flt->name_len = len;
     memcpy(flt->name, name, len);
     flt->name[len] = '\0';
@@ -51,7 +52,7 @@ void filter_unref(struct filter *f)
         return;
     /* acq_rel: the freeing thread must see every write made under other references. */
     if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
-        sbf_free(f->sbf);
+        f->ops->free(f->obj);
         free(f);
     }
 }
@@ -113,7 +114,10 @@ static struct node **find_slot(const struct registry *r, uint64_t h, const char 
 struct filter *registry_get(const struct registry *r, const char *name, size_t len)
 {
     struct node *n = *find_slot(r, XXH3_64bits(name, len), name, len);
-    return n != NULL ? n->f : NULL;
+    if (n == NULL)
+        return NULL;
+    filter_ref(n->f);
+    return n->f;
 }
 
 /* Doubles the bucket array; on allocation failure the table just stays denser. */
@@ -185,14 +189,14 @@ void registry_replace(struct registry *r, struct filter *old, struct filter *fre
     filter_unref(old);
 }
 
-bool registry_with_exclusive(struct registry *r, struct filter *f, void (*fn)(struct sbf *, void *),
-                             void *arg)
+bool registry_with_exclusive(struct registry *r, struct filter *f,
+                             void (*fn)(struct filter *, void *), void *arg)
 {
     pthread_mutex_lock(&r->lock);
-    /* Under the lock nobody can take a new reference, so one reference means only ours. */
-    bool alone = atomic_load_explicit(&f->refs, memory_order_acquire) == 1;
+    /* Under the lock nobody can take a new reference: two are the table's and ours. */
+    bool alone = atomic_load_explicit(&f->refs, memory_order_acquire) == 2;
     if (alone)
-        fn(f->sbf, arg);
+        fn(f, arg);
     pthread_mutex_unlock(&r->lock);
     return alone;
 }

@@ -1,14 +1,17 @@
 /*
  * registry.h - the named filters: name -> struct filter, and the filter object itself.
  *
- * Threads: the event loop is the only thread that changes the table (put, remove,
- * replace) or looks names up. Other threads (the snapshotter) only call
- * registry_collect(), which takes references under the table's lock, and then use the
- * filters they hold with the calls sbf.h allows beside a writer.
+ * Threads: one thread, the event loop of the (today single) worker, changes the table
+ * (put, remove, replace) and looks names up; a lookup takes no lock because no other
+ * thread can remove a filter under it. Other threads (the job thread, HTTP figures) only
+ * call registry_collect(), which takes references under the table's lock, and then use
+ * the filters they hold with the calls lib/kind.h allows beside a writer. Several
+ * workers would need registry_get to take the lock as collect does.
  *
- * A struct filter is reference counted. Its sbf pointer and parameters never change for
- * the life of the object: CLEAR and INTERSECT on a filter someone else holds build a new
- * object and swap it into the table, so a reader never sees bits vanish under it.
+ * A struct filter is reference counted and kind-neutral: a kind (lib/kind.h) and the
+ * object of that kind. Its kind, object and parameters never change for the life of the
+ * struct: CLEAR and INTERSECT on a filter someone else holds build a new struct and swap
+ * it into the table, so a reader never sees bits vanish under it.
  */
 #ifndef BLOOMD_SERVER_REGISTRY_H
 #define BLOOMD_SERVER_REGISTRY_H
@@ -18,14 +21,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/sbf.h"
+#include "lib/kind.h"
 
 struct filter {
-    _Atomic uint32_t refs;    /* the table's reference plus one per holder */
-    _Atomic bool dropped;     /* set when DROP removed it from the table */
-    _Atomic uint64_t changes; /* bumped by every mutation; starts at 1 (never saved) */
-    _Atomic int64_t saved_at; /* Unix time of its last snapshot, 0 if none (snapshot.c) */
-    struct sbf *sbf;          /* owned; never replaced */
+    _Atomic uint32_t refs;      /* the table's reference plus one per holder */
+    _Atomic bool dropped;       /* set when DROP removed it from the table */
+    _Atomic uint64_t changes;   /* bumped by every mutation; starts at 1 (never saved) */
+    _Atomic int64_t saved_at;   /* Unix time of its last snapshot, 0 if none (snapshot.c) */
+    const struct kind_ops *ops; /* the filter's kind */
+    void *obj;                  /* the filter itself, of kind ops; owned; never replaced */
     size_t name_len;
     char name[]; /* NUL-terminated copy (names never contain NUL) */
 };
@@ -37,15 +41,15 @@ enum registry_err {
 };
 
 /*
- * Wraps f (taken over) in a new object named name[0..len) with one reference (the
- * caller's). Returns NULL, leaving f to the caller, if allocation fails.
+ * Wraps obj (of kind ops; taken over) in a new struct named name[0..len) with one
+ * reference (the caller's). Returns NULL, leaving obj to the caller, if allocation fails.
  */
-struct filter *filter_new(const char *name, size_t len, struct sbf *f);
+struct filter *filter_new(const char *name, size_t len, const struct kind_ops *ops, void *obj);
 
 /* Takes a reference. */
 void filter_ref(struct filter *f);
 
-/* Drops a reference; the last one frees the object and its sbf. filter_unref(NULL) is ok. */
+/* Drops a reference; the last one frees the struct and its object. filter_unref(NULL) is ok. */
 void filter_unref(struct filter *f);
 
 /* Marks the filter modified (for snapshots). */
@@ -62,7 +66,8 @@ void registry_free(struct registry *r);
 /* Number of filters. */
 size_t registry_count(const struct registry *r);
 
-/* The filter named name[0..len), or NULL. Borrowed: valid until the table changes. */
+/* The filter named name[0..len) with a reference taken for the caller (who unrefs it),
+ * or NULL. */
 struct filter *registry_get(const struct registry *r, const char *name, size_t len);
 
 /* Inserts f under its name; the table takes its own reference. */
@@ -81,12 +86,13 @@ bool registry_remove(struct registry *r, const char *name, size_t len);
 void registry_replace(struct registry *r, struct filter *old, struct filter *fresh);
 
 /*
- * Runs fn(f->sbf, arg) while no other thread can hold or take a reference to f, and
- * returns true; returns false without calling fn when someone else holds f (the caller
- * then builds a replacement). f must be in the table and the caller holds no extra ref.
+ * Runs fn(f, arg) while no other thread can hold or take a reference to f, and returns
+ * true; returns false without calling fn when someone else holds f (the caller then
+ * builds a replacement). f must be in the table and the caller holds exactly one
+ * reference of its own (from registry_get).
  */
-bool registry_with_exclusive(struct registry *r, struct filter *f, void (*fn)(struct sbf *, void *),
-                             void *arg);
+bool registry_with_exclusive(struct registry *r, struct filter *f,
+                             void (*fn)(struct filter *, void *), void *arg);
 
 /*
  * Returns every filter (name starting with prefix[0..plen) when plen > 0), sorted by

@@ -1,8 +1,8 @@
 /*
- * server.c - start-up and shutdown of the whole daemon: data directory, event loop,
- * listener, signals. SIGTERM/SIGINT stop accepting, close clients and leave the loop;
- * SIGHUP reopens the log file. Snapshots are loaded before listening and written a last
- * time after the loop.
+ * server.c - start-up and shutdown of the whole daemon: data directory, snapshots, the
+ * worker (today one, on the main thread), listeners, signals. SIGTERM/SIGINT stop
+ * accepting, close clients and leave the loop; SIGHUP reopens the log file. Snapshots
+ * are loaded before listening and written a last time after the loop.
  */
 #include "server/server.h"
 
@@ -15,18 +15,21 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "server/clock.h"
 #include "server/conn.h"
 #include "server/listen.h"
 #include "server/log.h"
+#include "server/recover.h"
 #include "server/registry.h"
 #include "server/snapshot.h"
+#include "server/worker.h"
 
 int server_init(struct server *srv, const struct config *cfg)
 {
     memset(srv, 0, sizeof(*srv));
     srv->cfg = *cfg;
+    srv->started_ns = clock_mono_ns();
     budget_init(&srv->budget, cfg->max_memory);
-    stats_init(&srv->stats);
     srv->reg = registry_new();
     return srv->reg != NULL ? SERVER_OK : SERVER_ENOMEM;
 }
@@ -64,9 +67,9 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
         return;
     srv->stopping = true;
     log_msg(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    listener_close(srv);
-    conn_close_all(srv);
-    event_base_loopexit(srv->base, NULL);
+    worker_close_listeners(srv->worker);
+    conn_close_all(srv->worker);
+    event_base_loopexit(srv->worker->base, NULL);
 }
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
@@ -105,6 +108,21 @@ static void raise_fd_limit(unsigned max_connections)
                 (unsigned long long)rl.rlim_cur, max_connections, SERVER_FD_RESERVE);
 }
 
+/* Signal handlers on the worker's loop. */
+static int install_signals(struct server *srv, struct event_base *base)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        event_callback_fn fn = sigs[i] == SIGHUP ? on_hup : on_stop;
+        srv->signals[i] = evsignal_new(base, sigs[i], fn, srv);
+        if (srv->signals[i] == NULL || event_add(srv->signals[i], NULL) != 0) {
+            log_msg(LOG_ERROR, "cannot install signal handlers");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int server_run(struct server *srv)
 {
     raise_fd_limit(srv->cfg.max_connections);
@@ -112,35 +130,27 @@ int server_run(struct server *srv)
         log_msg(LOG_ERROR, "data directory %s: %s", srv->cfg.data_dir, strerror(errno));
         return SERVER_EIO;
     }
-    if (snapshot_load(srv) != 0)
+    if (recover_load(srv) != 0)
         return SERVER_EIO;
-    /* Snapshot threads hand completions back with event_active(): make that thread-safe. */
+    /* The job thread hands completions back through an event: make libevent thread-safe. */
     if (evthread_use_pthreads() != 0) {
         log_msg(LOG_ERROR, "cannot enable libevent thread support");
         return SERVER_EIO;
     }
-    srv->rbuf = malloc(SERVER_RBUF);
-    srv->base = event_base_new();
-    if (srv->rbuf == NULL || srv->base == NULL) {
-        log_msg(LOG_ERROR, "cannot create the event loop");
+    srv->worker = calloc(1, sizeof *srv->worker);
+    if (srv->worker == NULL || worker_init(srv->worker, srv) != 0)
         return SERVER_ENOMEM;
-    }
-    if (snapshot_start(srv) != 0)
+    struct worker *w = srv->worker;
+    if (snapshot_start(srv, w->base) != 0)
         return SERVER_EIO;
-    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-        event_callback_fn fn = sigs[i] == SIGHUP ? on_hup : on_stop;
-        srv->signals[i] = evsignal_new(srv->base, sigs[i], fn, srv);
-        if (srv->signals[i] == NULL || event_add(srv->signals[i], NULL) != 0) {
-            log_msg(LOG_ERROR, "cannot install signal handlers");
-            return SERVER_EIO;
-        }
-    }
-    if (listener_open(srv) != 0)
+    if (install_signals(srv, w->base) != 0)
+        return SERVER_EIO;
+    w->lis[0] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.port);
+    if (w->lis[0] == NULL)
         return SERVER_EIO;
     log_msg(LOG_INFO, "bloomd %s ready (data_dir %s, max_memory %llu bytes)", BLOOMD_VERSION,
             srv->cfg.data_dir, (unsigned long long)srv->budget.limit);
-    if (event_base_dispatch(srv->base) < 0) {
+    if (event_base_dispatch(w->base) < 0) {
         log_msg(LOG_ERROR, "event loop failed");
         return SERVER_EIO;
     }
@@ -152,16 +162,17 @@ int server_run(struct server *srv)
 void server_destroy(struct server *srv)
 {
     snapshot_stop(srv); /* after a failed start-up: nothing to write, joins the thread */
-    listener_close(srv);
-    if (srv->base != NULL)
-        conn_close_all(srv);
+    if (srv->worker != NULL)
+        worker_close_listeners(srv->worker);
     for (size_t i = 0; i < sizeof(srv->signals) / sizeof(srv->signals[0]); i++) {
         if (srv->signals[i] != NULL)
             event_free(srv->signals[i]);
     }
+    if (srv->worker != NULL) {
+        conn_close_all(srv->worker);
+        worker_destroy(srv->worker);
+        free(srv->worker);
+    }
     registry_free(srv->reg);
-    if (srv->base != NULL)
-        event_base_free(srv->base);
-    free(srv->rbuf);
     memset(srv, 0, sizeof(*srv));
 }

@@ -1,41 +1,38 @@
 /*
- * server.h - all shared state of one bloomd process in one struct, so that every module
- * (connections, commands, snapshots) reaches it the same way. Lifecycle: server_init
- * (no sockets: unit tests stop here), server_run (listen, loop until a signal),
+ * server.h - the state every part of one bloomd process shares: configuration,
+ * the named filters, the memory budget, the snapshotter, and the workers (event loops).
+ * Lifecycle: server_init (no sockets, no threads: unit tests stop here), server_run
+ * (load snapshots, start the workers and the snapshot thread, loop until a signal),
  * server_destroy.
+ *
+ * Threads: cfg is read-only after server_init. reg and budget follow their own headers
+ * (registry.h: one changing thread; budget.h: atomic). snap is driven from the loop
+ * thread. Today there is one worker and it runs on the main thread.
  */
 #ifndef BLOOMD_SERVER_SERVER_H
 #define BLOOMD_SERVER_SERVER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "server/budget.h"
 #include "server/config.h"
-#include "server/stats.h"
 
-struct event_base;
 struct event;
 struct registry;
 struct snapshotter;
-struct listener;
-struct conn;
+struct worker;
 
 struct server {
     struct config cfg;        /* final configuration, read-only after start-up */
     struct registry *reg;     /* the named filters */
     struct budget budget;     /* max_memory, shared by every filter */
-    struct stats stats;       /* STATS counters */
     struct snapshotter *snap; /* background snapshots; NULL before server_run (unit tests) */
-    struct event_base *base;  /* NULL until server_run (and in unit tests) */
-    struct listener *lis;     /* listening socket; NULL once we stop accepting */
-    struct conn *conns;       /* every open client connection (conn.c's list) */
-    char *rbuf;               /* the loop thread's read buffer, SERVER_RBUF bytes */
-    struct event *signals[3]; /* SIGTERM, SIGINT, SIGHUP */
+    struct worker *worker;    /* the event loop; NULL before server_run (unit tests) */
+    uint64_t started_ns;      /* CLOCK_MONOTONIC at server_init */
+    struct event *signals[3]; /* SIGTERM, SIGINT, SIGHUP, on the worker's loop */
     bool stopping;            /* a stop signal arrived */
 };
-
-/* Bytes read from a socket at once into srv->rbuf. */
-#define SERVER_RBUF (256 * 1024)
 
 enum server_err {
     SERVER_OK = 0,
@@ -43,13 +40,13 @@ enum server_err {
     SERVER_EIO = -2,    /* a socket, directory or event-loop call failed (logged) */
 };
 
-/* Sets up the registry, budget and counters from cfg (copied). No sockets, no threads. */
+/* Sets up the registry and budget from cfg (copied). No sockets, no threads. */
 int server_init(struct server *srv, const struct config *cfg);
 
 /*
- * Creates the data directory, loads the snapshots, starts the snapshotter, listens, and
- * runs the event loop until SIGTERM/SIGINT (then writes a final snapshot).
- * Returns SERVER_OK after a clean stop, or an error that was logged.
+ * Creates the data directory, loads the snapshots, starts the worker and the
+ * snapshotter, listens, and runs the event loop until SIGTERM/SIGINT (then writes a
+ * final snapshot). Returns SERVER_OK after a clean stop, or an error that was logged.
  */
 int server_run(struct server *srv);
 

@@ -17,11 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/container.h"
 #include "proto/proto.h"
+#include "server/kinds.h"
 
 #define SNAPFILE_SUFFIX ".bloom"
 #define SNAPFILE_TMP_SUFFIX ".bloom.tmp"
-#define SNAPFILE_CORRUPT_INFIX ".bloom.corrupt-"
 /* Longest file name we build: name, ".bloom.corrupt-", timestamp, ".NNN", NUL. */
 #define SNAPFILE_PATH_MAX (PROTO_MAX_NAME + 64)
 #define SNAPFILE_BUF_BYTES ((size_t)1 << 20)
@@ -210,9 +211,9 @@ static int sync_dir(int dirfd, const char *file, struct snapfile_error *err)
     return 0;
 }
 
-int snapfile_write(const char *dir, const char *name, const struct sbf *f,
-                   bool (*keep)(void *keep_ctx), void *keep_ctx, uint64_t *bytes,
-                   struct snapfile_error *err)
+int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops, const void *f,
+                   uint64_t journal_pos, bool (*keep)(void *keep_ctx), void *keep_ctx,
+                   uint64_t *bytes, struct snapfile_error *err)
 {
     char tmp[SNAPFILE_PATH_MAX], final[SNAPFILE_PATH_MAX];
     struct writer w = {.fd = -1};
@@ -238,7 +239,7 @@ int snapfile_write(const char *dir, const char *name, const struct sbf *f,
         rc = fail_sys(err, SNAPFILE_STEP_CREATE, errno, tmp);
         goto fail;
     }
-    int crc = sbf_encode(f, writer_cb, &w);
+    int crc = container_encode(ops, f, journal_pos, writer_cb, &w);
     if (crc == 0)
         writer_flush(&w);
     if (w.sys != 0) {
@@ -401,6 +402,12 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
+static const struct kind_ops *find_kind(void *ctx, uint32_t tag)
+{
+    (void)ctx;
+    return kinds_by_tag(tag);
+}
+
 /*
  * Loads one <name>.bloom. Returns 0 when the file was loaded or set aside, or a fatal
  * snapfile_err (out of memory, over the caller's max_bytes, loaded() refused).
@@ -454,12 +461,15 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
         close(fd);
         return fail_sys(err, SNAPFILE_STEP_ALLOC, ENOMEM, file);
     }
-    struct sbf *f = NULL;
-    int rc = sbf_decode(reader_cb, &r, caller_bound ? max_bytes : size, budget, &f);
+    const struct kind_ops *kind = NULL;
+    void *f = NULL;
+    struct container_header hdr;
+    int rc = container_decode(reader_cb, &r, find_kind, NULL, caller_bound ? max_bytes : size,
+                              budget, &kind, &f, &hdr);
     free(r.buf);
     close(fd);
     if (rc == 0)
-        return ops->loaded(ops->ctx, name, f, size, (int64_t)st.st_mtime) == 0
+        return ops->loaded(ops->ctx, name, kind, f, &hdr, size, (int64_t)st.st_mtime) == 0
                    ? 0
                    : fail(err, SNAPFILE_ECALLER, SNAPFILE_STEP_NONE, 0, 0, file);
     if (rc == SBF_ENOMEM || (rc == SBF_ETOOBIG && caller_bound))

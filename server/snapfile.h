@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/sbf.h"
+#include "lib/container.h"
+#include "lib/kind.h"
 
 enum snapfile_err {
     SNAPFILE_OK = 0,
@@ -30,7 +31,7 @@ enum snapfile_step {
     SNAPFILE_STEP_OPENDIR, /* open the data directory */
     SNAPFILE_STEP_CREATE,  /* open <name>.bloom.tmp */
     SNAPFILE_STEP_ALLOC,   /* the write or read buffer */
-    SNAPFILE_STEP_ENCODE,  /* sbf_encode failed by itself */
+    SNAPFILE_STEP_ENCODE,  /* the kind's encoder failed by itself */
     SNAPFILE_STEP_WRITE,   /* write(2) to the tmp file */
     SNAPFILE_STEP_FSYNC,   /* fsync or sync_file_range of the tmp file */
     SNAPFILE_STEP_CLOSE,   /* close of the tmp file */
@@ -40,7 +41,7 @@ enum snapfile_step {
     SNAPFILE_STEP_SCAN,    /* readdir of the data directory */
     SNAPFILE_STEP_OPEN,    /* open or fstat of a snapshot being loaded */
     SNAPFILE_STEP_READ,    /* read(2) of a snapshot being loaded */
-    SNAPFILE_STEP_DECODE,  /* sbf_decode refused the content */
+    SNAPFILE_STEP_DECODE,  /* the container or the kind's decoder refused the content */
     SNAPFILE_STEP_ABANDON, /* see SNAPFILE_EABANDONED */
 };
 
@@ -64,17 +65,18 @@ const char *snapfile_format(const struct snapfile_error *e, char *buf, size_t le
 bool snapfile_name_valid(const char *name);
 
 /*
- * Writes f to <dir>/<name>.bloom.tmp through sbf_encode (buffered; writeback is started
- * every few MiB so the final fsync is short), fsyncs it, asks keep(keep_ctx) (may be NULL:
- * always keep), renames it over <name>.bloom and fsyncs the directory. f may be mutated
- * by another thread meanwhile (see lib/sbf.h). Returns 0 and sets *bytes to the file
+ * Writes f, of kind ops, to <dir>/<name>.bloom.tmp in the v3 container recording
+ * journal_pos (lib/container.h; buffered; writeback is started every few MiB so the final
+ * fsync is short), fsyncs it, asks keep(keep_ctx) (may be NULL: always keep), renames it
+ * over <name>.bloom and fsyncs the directory. f may be mutated by another thread
+ * meanwhile (see lib/kind.h). Returns 0 and sets *bytes to the file
  * size, or an snapfile_err with *err filled; on any failure before the rename the tmp
  * file is unlinked and a previous <name>.bloom is untouched. A failure of the final
  * directory fsync is reported although the rename happened. bytes may be NULL.
  */
-int snapfile_write(const char *dir, const char *name, const struct sbf *f,
-                   bool (*keep)(void *keep_ctx), void *keep_ctx, uint64_t *bytes,
-                   struct snapfile_error *err);
+int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops, const void *f,
+                   uint64_t journal_pos, bool (*keep)(void *keep_ctx), void *keep_ctx,
+                   uint64_t *bytes, struct snapfile_error *err);
 
 /*
  * Removes <dir>/<name>.bloom and any <name>.bloom.tmp (absent files are fine), then fsyncs
@@ -92,12 +94,14 @@ enum snapfile_event {
 
 struct snapfile_load_ops {
     /*
-     * A snapshot decoded: takes over f (the callee frees it). file_bytes is the file size,
-     * mtime its modification time (Unix seconds).
+     * A snapshot decoded: f of kind ops, taken over (the callee frees it with ops->free);
+     * hdr is its container header (hdr->journal_pos: what it covers). file_bytes is the
+     * file size, mtime its modification time (Unix seconds).
      * Returns 0, or non-zero to stop the scan (snapfile_load_dir then returns
      * SNAPFILE_ECALLER).
      */
-    int (*loaded)(void *ctx, const char *name, struct sbf *f, uint64_t file_bytes, int64_t mtime);
+    int (*loaded)(void *ctx, const char *name, const struct kind_ops *ops, void *f,
+                  const struct container_header *hdr, uint64_t file_bytes, int64_t mtime);
     /*
      * A file that was not loaded. file is the name inside dir; moved_to is the new name
      * for SNAPFILE_EV_QUARANTINED, else NULL; reason is a short text (NULL for
@@ -110,12 +114,15 @@ struct snapfile_load_ops {
 
 /*
  * Scans dir once: deletes every *.bloom.tmp file, decodes every <name>.bloom with a valid
- * name (bits allowed: at most max_bytes if non-zero, and never more than the file holds;
- * budget as for sbf_decode) and hands it to ops->loaded. A file the codec refuses as
- * damaged, truncated, too big for its size or of another version, or that cannot be
- * opened or read, is renamed to <name>.bloom.corrupt-<YYYYmmddTHHMMSSZ>[.N] and
- * reported. Only failures that are not the file's fault stop the scan: the directory
- * cannot be opened or read, out of memory (SNAPFILE_ECODEC with codec SBF_ENOMEM), or
+ * name (v3 container of any kind server/kinds.h knows, or v2; bits allowed: at most
+ * max_bytes if non-zero, and never more than the file holds; budget as for the kinds'
+ * decode) and hands it to ops->loaded. A file that is damaged, truncated, too big for its
+ * size, of another version or an unknown kind, or that cannot be opened or read, is
+ * renamed to <name>.bloom.corrupt-<YYYYmmddTHHMMSSZ>[.N] and reported. The scan stops
+ * only for failures that are not the file's fault: the directory cannot be opened, read
+ * or synced at the end; a stale tmp file cannot be removed; descriptors or memory run out
+ * (open: EMFILE, ENFILE, ENOMEM; the read buffer; the decoder's SBF_ENOMEM, which
+ * includes the budget refusing); a file declares more than a non-zero max_bytes; or
  * ops->loaded refused. Returns 0 or an snapfile_err with *err filled.
  */
 int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budget *budget,

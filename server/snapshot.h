@@ -1,9 +1,10 @@
 /*
- * snapshot.h - background persistence of the registry: one thread writes filters to the
- * data directory (server/snapfile.h) from a FIFO queue of jobs posted by the event loop:
- * every snapshot_interval seconds, on FLUSH, on DROP (delete the file) and at shutdown.
- * The event loop never touches the disk after start-up; FLUSH and DROP answers come back
- * to it.
+ * snapshot.h - the snapshot policy: which filters to write and when (every
+ * snapshot_interval seconds, on FLUSH, at shutdown), and the removal of a dropped
+ * filter's file, all as jobs on the background thread (server/jobs.h) that write
+ * through server/snapfile.h. The event loop never touches the disk after start-up.
+ * Answers come back through plain callbacks: this module knows no connection and no
+ * protocol. Start-up loading is server/recover.h.
  */
 #ifndef BLOOMD_SERVER_SNAPSHOT_H
 #define BLOOMD_SERVER_SNAPSHOT_H
@@ -12,33 +13,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/proto.h"
-
 struct server;
 struct snapshotter;
 struct filter;
-struct conn;
+struct event_base;
 
 enum snapshot_err {
     SNAPSHOT_OK = 0,
     SNAPSHOT_ENOMEM = -1, /* allocation failed */
-    SNAPSHOT_EIO = -2,    /* the data directory could not be loaded, or a write failed */
+    SNAPSHOT_EIO = -2,    /* a final write failed */
     SNAPSHOT_ESYS = -3,   /* thread, eventfd or event creation failed (logged) */
 };
 
 /*
- * Loads every snapshot in srv->cfg.data_dir into srv->reg (clean: not rewritten until
- * changed), deletes stale tmp files and sets damaged files aside, logging each with its
- * name and reason. Call once, before listening. Returns 0 or SNAPSHOT_EIO (logged) when
- * the directory cannot be read or memory runs out.
+ * Starts the job thread and, when srv->cfg.snapshot_interval > 0, the timer, both on
+ * base. Sets srv->snap. Returns 0 or an snapshot_err (logged).
  */
-int snapshot_load(struct server *srv);
-
-/*
- * Starts the snapshot thread and, when srv->cfg.snapshot_interval > 0, the timer on
- * srv->base (which must exist). Sets srv->snap. Returns 0 or an snapshot_err (logged).
- */
-int snapshot_start(struct server *srv);
+int snapshot_start(struct server *srv, struct event_base *base);
 
 /*
  * Writes every filter changed since its last snapshot, then joins the thread and frees
@@ -53,7 +44,7 @@ int snapshot_stop(struct server *srv);
  * Called on the event loop when a flush or a deletion finishes: err is 0 when every
  * filter it covered is durable (or durably gone), else why says what failed
  * ("write x.bloom.tmp: No space left on device"). Not called if the server is stopping
- * by then.
+ * by then, and never before the call that queued it has returned.
  */
 typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
 
@@ -66,33 +57,15 @@ typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
 int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg);
 
 /*
- * The FLUSH [name] command for commands.c: returns CMD_PENDING and answers OK or
- * SERVER_ERROR <why> through conn_resume(conn) once durable, or CMD_DONE with the reply
- * (NOT_FOUND, SERVER_ERROR) already in out.
- */
-int snapshot_cmd_flush(struct server *srv, struct proto_slice name, struct proto_buf *out,
-                       struct conn *conn);
-
-/*
  * Queues the deletion of the files of the filter named name[0..len), behind every job
- * already queued (s is not NULL); call after registry_remove(). When done is not NULL,
- * calls done(arg, ...) on the event loop once the files are unlinked and the directory
- * synced (files already missing count as removed). Returns 0, or SNAPSHOT_ENOMEM (logged
- * and counted as a failure: the file will be loaded again at the next start) and done is
+ * already queued; call after registry_remove(). When done is not NULL, calls
+ * done(arg, ...) on the event loop once the files are unlinked and the directory synced
+ * (files already missing count as removed). Returns 0, or SNAPSHOT_ENOMEM (logged and
+ * counted as a failure: the file will be loaded again at the next start) and done is
  * never called.
  */
 int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapshot_done_fn done,
                     void *arg);
-
-/*
- * The DROP name command for commands.c: removes the filter from srv->reg, then, with a
- * snapshotter and a conn, returns CMD_PENDING and answers DELETED, or SERVER_ERROR <why>
- * if its file could not be removed, through conn_resume(conn) once the removal is
- * durable. Else returns CMD_DONE with the reply in out: NOT_FOUND, a SERVER_ERROR, or
- * DELETED at once when srv->snap or conn is NULL (a snapshotter still deletes the file).
- */
-int snapshot_cmd_drop(struct server *srv, struct proto_slice name, struct proto_buf *out,
-                      struct conn *conn);
 
 /* Figures for STATS. Times are Unix seconds, 0 when nothing happened yet. */
 struct snapshot_stats {
@@ -104,13 +77,7 @@ struct snapshot_stats {
     bool running;              /* a job is being worked on now */
 };
 
-/* Copies the current figures; all zero when s is NULL. */
+/* Copies the current figures; all zero when s is NULL. Any thread. */
 void snapshot_get_stats(struct snapshotter *s, struct snapshot_stats *out);
-
-/* Appends the snapshot_* STAT lines of the STATS reply (zeros when s is NULL). */
-void snapshot_write_stats(struct snapshotter *s, struct proto_buf *out);
-
-/* Appends INFO's "STAT snapshot_time <Unix seconds>" for f (0: never written). */
-void snapshot_write_info(const struct filter *f, struct proto_buf *out);
 
 #endif

@@ -1,64 +1,81 @@
 /*
- * stats.c - counters and the STATS reply. Field names follow memcached where one exists
- * (uptime, curr_connections, total_connections) so existing dashboards read them.
+ * stats.c - the one list of the daemon's figures. Field names follow memcached where one
+ * exists (uptime, curr_connections, total_connections) so existing dashboards read them.
  */
 #include "server/stats.h"
 
-#include <ctype.h>
-#include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "server/clock.h"
 #include "server/registry.h"
 #include "server/server.h"
 #include "server/snapshot.h"
+#include "server/worker.h"
 
-static uint64_t now_ns(void)
+static const char *const cmd_names[STATS_NCMD] = {
+    [PROTO_CMD_CREATE] = "cmd_create",   [PROTO_CMD_ADD] = "cmd_add",
+    [PROTO_CMD_CHECK] = "cmd_check",     [PROTO_CMD_CHECKADD] = "cmd_checkadd",
+    [PROTO_CMD_UNION] = "cmd_union",     [PROTO_CMD_INTERSECT] = "cmd_intersect",
+    [PROTO_CMD_INFO] = "cmd_info",       [PROTO_CMD_LIST] = "cmd_list",
+    [PROTO_CMD_DROP] = "cmd_drop",       [PROTO_CMD_CLEAR] = "cmd_clear",
+    [PROTO_CMD_FLUSH] = "cmd_flush",     [PROTO_CMD_STATS] = "cmd_stats",
+    [PROTO_CMD_VERSION] = "cmd_version", [PROTO_CMD_QUIT] = "cmd_quit",
+};
+
+const char *stats_cmd_name(enum proto_cmd cmd)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return cmd_names[cmd];
 }
 
-void stats_init(struct stats *s)
+static void u64(kind_field_fn fn, void *ctx, const char *name, uint64_t v)
 {
-    memset(s, 0, sizeof(*s));
-    s->started_ns = now_ns();
+    fn(ctx, name, KIND_FIELD_U64, v, 0, NULL);
 }
 
-/* Seconds since stats_init. */
-static uint64_t stats_uptime(const struct stats *s)
+/* Adds every counter of w into sum. */
+static void add_worker(struct stats *sum, const struct stats *w)
 {
-    return (now_ns() - s->started_ns) / 1000000000u;
+    sum->conn_current += w->conn_current;
+    sum->conn_total += w->conn_total;
+    sum->conn_rejected += w->conn_rejected;
+    sum->commands += w->commands;
+    for (int c = 0; c < STATS_NCMD; c++)
+        sum->cmd[c] += w->cmd[c];
+    sum->errors += w->errors;
+    sum->keys_added += w->keys_added;
+    sum->keys_checked += w->keys_checked;
+    sum->bytes_read += w->bytes_read;
+    sum->bytes_written += w->bytes_written;
 }
 
-void stats_write(const struct server *srv, struct proto_buf *out)
+void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
 {
-    const struct stats *s = &srv->stats;
-    struct proto_slice version = {BLOOMD_VERSION, strlen(BLOOMD_VERSION)};
-    proto_reply_stat_u64(out, "uptime", stats_uptime(s));
-    proto_reply_stat_str(out, "version", version);
-    proto_reply_stat_u64(out, "curr_connections", s->conn_current);
-    proto_reply_stat_u64(out, "total_connections", s->conn_total);
-    proto_reply_stat_u64(out, "rejected_connections", s->conn_rejected);
-    proto_reply_stat_u64(out, "commands", s->commands);
-    for (int c = 0; c < STATS_NCMD; c++) {
-        char field[32] = "cmd_";
-        const char *name = proto_cmd_name((enum proto_cmd)c);
-        size_t n = strlen(field);
-        for (; *name != '\0' && n < sizeof(field) - 1; name++)
-            field[n++] = (char)tolower((unsigned char)*name);
-        field[n] = '\0';
-        proto_reply_stat_u64(out, field, s->cmd[c]);
-    }
-    proto_reply_stat_u64(out, "protocol_errors", s->errors);
-    proto_reply_stat_u64(out, "keys_added", s->keys_added);
-    proto_reply_stat_u64(out, "keys_checked", s->keys_checked);
-    proto_reply_stat_u64(out, "bytes_read", s->bytes_read);
-    proto_reply_stat_u64(out, "bytes_written", s->bytes_written);
-    proto_reply_stat_u64(out, "filters", registry_count(srv->reg));
-    proto_reply_stat_u64(out, "memory_bytes", budget_used(&srv->budget));
-    proto_reply_stat_u64(out, "memory_limit", srv->budget.limit);
-    snapshot_write_stats(srv->snap, out);
-    proto_reply_word(out, "END");
+    struct stats s;
+    memset(&s, 0, sizeof s);
+    if (srv->worker != NULL)
+        add_worker(&s, &srv->worker->stats);
+    u64(fn, ctx, "uptime", (clock_mono_ns() - srv->started_ns) / 1000000000u);
+    fn(ctx, "version", KIND_FIELD_STR, 0, 0, BLOOMD_VERSION);
+    u64(fn, ctx, "curr_connections", s.conn_current);
+    u64(fn, ctx, "total_connections", s.conn_total);
+    u64(fn, ctx, "rejected_connections", s.conn_rejected);
+    u64(fn, ctx, "commands", s.commands);
+    for (int c = 0; c < STATS_NCMD; c++)
+        u64(fn, ctx, cmd_names[c], s.cmd[c]);
+    u64(fn, ctx, "protocol_errors", s.errors);
+    u64(fn, ctx, "keys_added", s.keys_added);
+    u64(fn, ctx, "keys_checked", s.keys_checked);
+    u64(fn, ctx, "bytes_read", s.bytes_read);
+    u64(fn, ctx, "bytes_written", s.bytes_written);
+    u64(fn, ctx, "filters", registry_count(srv->reg));
+    u64(fn, ctx, "memory_bytes", budget_used(&srv->budget));
+    u64(fn, ctx, "memory_limit", srv->budget.limit);
+    struct snapshot_stats st;
+    snapshot_get_stats(srv->snap, &st);
+    u64(fn, ctx, "snapshot_last_time", (uint64_t)st.last_time);
+    u64(fn, ctx, "snapshot_last_duration_ms", st.last_duration_ms);
+    u64(fn, ctx, "snapshot_last_bytes", st.last_bytes);
+    u64(fn, ctx, "snapshot_failures", st.failures);
+    u64(fn, ctx, "snapshots_written", st.written);
+    u64(fn, ctx, "snapshot_running", st.running);
 }

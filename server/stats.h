@@ -1,19 +1,21 @@
 /*
- * stats.h - the server's counters for STATS. Only the event-loop thread updates them,
- * so they are plain integers; figures owned by other modules (memory, filters) are read
- * from those modules when the reply is written.
+ * stats.h - the daemon's figures as data. Counters live per worker and are only
+ * updated by its thread; stats_visit() walks every figure of the process once, by name,
+ * calling one callback per figure (memcached's server_stats(ADD_STAT, c) shape): STATS
+ * renders them as STAT lines, and any other page (Prometheus) is another callback,
+ * never a second list.
  */
 #ifndef BLOOMD_SERVER_STATS_H
 #define BLOOMD_SERVER_STATS_H
 
 #include <stdint.h>
 
-#include "proto/proto.h"
+#include "lib/kind.h"
+#include "proto/request.h"
 
 #define STATS_NCMD (PROTO_CMD_QUIT + 1)
 
 struct stats {
-    uint64_t started_ns;      /* CLOCK_MONOTONIC at start-up */
     uint64_t conn_current;    /* open client connections */
     uint64_t conn_total;      /* accepted since start-up */
     uint64_t conn_rejected;   /* refused by max_connections or EMFILE */
@@ -28,10 +30,14 @@ struct stats {
 
 struct server;
 
-/* Zeroes the counters and records the start time. */
-void stats_init(struct stats *s);
+/* The stat name of a command ("cmd_checkadd"). */
+const char *stats_cmd_name(enum proto_cmd cmd);
 
-/* Appends the STATS reply ("STAT <field> <value>" lines, then "END"). */
-void stats_write(const struct server *srv, struct proto_buf *out);
+/*
+ * Calls fn(ctx, name, ...) for every figure of STATS, in STATS's order: uptime, version,
+ * connection and command counters (summed over the workers), filters, memory, then the
+ * snapshotter's figures. Runs on a worker's thread.
+ */
+void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx);
 
 #endif

@@ -1,0 +1,76 @@
+/*
+ * recover.c - the start-up load: snapfile's directory scan, with its findings turned
+ * into registry entries and log lines.
+ */
+#include "server/recover.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "server/log.h"
+#include "server/registry.h"
+#include "server/server.h"
+#include "server/snapfile.h"
+
+static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, void *obj,
+                     const struct container_header *hdr, uint64_t bytes, int64_t mtime)
+{
+    struct server *srv = ctx;
+    (void)hdr; /* its journal position matters once there is a journal to replay */
+    struct filter *flt = filter_new(name, strlen(name), ops, obj);
+    if (flt == NULL) {
+        ops->free(obj);
+        log_msg(LOG_ERROR, "snapshot: out of memory loading %s.bloom", name);
+        return RECOVER_EIO;
+    }
+    /* Clean unless it is an old format: the file holds exactly this content. */
+    atomic_store(&flt->changes, hdr->version < CONTAINER_VERSION ? 1 : 0);
+    atomic_store(&flt->saved_at, mtime);
+    int rc = registry_put(srv->reg, flt);
+    filter_unref(flt);
+    if (rc != REGISTRY_OK) {
+        log_msg(LOG_ERROR, "snapshot: cannot register %s.bloom: %s", name,
+                rc == REGISTRY_EXISTS ? "name taken" : "out of memory");
+        return RECOVER_EIO;
+    }
+    log_msg(LOG_INFO, "snapshot: loaded filter '%s' (%llu bytes%s)", name,
+            (unsigned long long)bytes,
+            hdr->version < CONTAINER_VERSION ? ", old format: rewritten at the next snapshot" : "");
+    return 0;
+}
+
+static void on_report(void *ctx, enum snapfile_event ev, const char *file, const char *moved_to,
+                      const char *reason)
+{
+    (void)ctx;
+    switch (ev) {
+    case SNAPFILE_EV_TMP_REMOVED:
+        log_msg(LOG_INFO, "snapshot: removed stale %s (an interrupted snapshot)", file);
+        break;
+    case SNAPFILE_EV_QUARANTINED:
+        log_msg(LOG_ERROR, "snapshot: %s is damaged (%s); moved aside to %s, not loaded", file,
+                reason, moved_to);
+        break;
+    case SNAPFILE_EV_KEPT_BAD:
+        log_msg(LOG_ERROR, "snapshot: %s is damaged (%s); not loaded", file, reason);
+        break;
+    case SNAPFILE_EV_IGNORED:
+        log_msg(LOG_WARN, "snapshot: ignoring %s: %s", file, reason);
+        break;
+    }
+}
+
+int recover_load(struct server *srv)
+{
+    struct snapfile_load_ops ops = {.loaded = on_loaded, .report = on_report, .ctx = srv};
+    struct snapfile_error err;
+    char msg[512];
+    int rc = snapfile_load_dir(srv->cfg.data_dir, 0, &srv->budget.sbf, &ops, &err);
+    if (rc == 0)
+        return RECOVER_OK;
+    if (rc != SNAPFILE_ECALLER) {
+        snapfile_format(&err, msg, sizeof msg);
+        log_msg(LOG_ERROR, "snapshot: loading the data directory failed: %s", msg);
+    }
+    return RECOVER_EIO;
+}

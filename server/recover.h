@@ -1,0 +1,23 @@
+/*
+ * recover.h - start-up: load every snapshot of the data directory into the registry
+ * before the daemon listens. Damaged files are set aside and logged, never deleted, so
+ * the daemon always starts with what it could read.
+ */
+#ifndef BLOOMD_SERVER_RECOVER_H
+#define BLOOMD_SERVER_RECOVER_H
+
+struct server;
+
+enum recover_err {
+    RECOVER_OK = 0,
+    RECOVER_EIO = -1, /* the directory could not be read, or memory ran out (logged) */
+};
+
+/*
+ * Loads every snapshot in srv->cfg.data_dir into srv->reg (clean: not rewritten until
+ * changed), deletes stale tmp files and sets damaged files aside, logging each with its
+ * name and reason. Call once, before listening. Returns 0 or RECOVER_EIO (logged).
+ */
+int recover_load(struct server *srv);
+
+#endif
