@@ -293,6 +293,11 @@ int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapsho
     return 0;
 }
 
+struct jobs *snapshot_jobs(struct snapshotter *s)
+{
+    return s->jobs;
+}
+
 void snapshot_get_stats(struct snapshotter *s, struct snapshot_stats *out)
 {
     if (s == NULL) {

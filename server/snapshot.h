@@ -17,6 +17,7 @@ struct server;
 struct snapshotter;
 struct filter;
 struct event_base;
+struct jobs;
 
 enum snapshot_err {
     SNAPSHOT_OK = 0,
@@ -66,6 +67,12 @@ int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn don
  */
 int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapshot_done_fn done,
                     void *arg);
+
+/*
+ * The job thread the snapshotter runs: other background work (large set operations,
+ * big frees) is posted there too, so it runs in order with the snapshot jobs.
+ */
+struct jobs *snapshot_jobs(struct snapshotter *s);
 
 /* Figures for STATS. Times are Unix seconds, 0 when nothing happened yet. */
 struct snapshot_stats {

@@ -1,0 +1,201 @@
+/*
+ * test_park.c - the answer-later path end to end inside one process: a real worker
+ * loop, a real connection on a socketpair and the real snapshot job thread, held back by
+ * a blocking job so that the order of events is forced, not hoped for. Covers replies
+ * held behind parked requests in request order, a client that leaves before its answer
+ * comes, and shutdown with answers still owed (ASan checks nothing leaks or is used after
+ * being freed).
+ */
+#include <setjmp.h> /* cmocka needs these first */
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/clock.h"
+#include "server/config.h"
+#include "server/conn.h"
+#include "server/jobs.h"
+#include "server/server.h"
+#include "server/snapshot.h"
+#include "server/worker.h"
+
+#define WAIT_MS 3000 /* longest wait for an expected event */
+
+/* A job that blocks the job thread until a byte arrives on its pipe. */
+struct blocker {
+    struct job job;
+    int pipe[2];
+};
+
+struct fixture {
+    char dir[64];
+    struct server srv;
+    int peer; /* the client's end of the socketpair */
+    struct blocker block;
+    char got[4096];
+    size_t got_len;
+};
+
+static void blocker_run(struct job *j)
+{
+    struct blocker *b = (struct blocker *)j;
+    char c;
+    while (read(b->pipe[0], &c, 1) < 0 && errno == EINTR)
+        ;
+}
+
+static void blocker_free(struct job *j)
+{
+    (void)j; /* lives in the fixture */
+}
+
+static void hold_jobs(struct fixture *fx)
+{
+    fx->block.job = (struct job){.run = blocker_run, .free = blocker_free};
+    jobs_post(snapshot_jobs(fx->srv.snap), &fx->block.job);
+}
+
+static void release_jobs(struct fixture *fx)
+{
+    assert_int_equal(write(fx->block.pipe[1], "x", 1), 1);
+}
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/test_park.XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    struct config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", fx->dir);
+    cfg.snapshot_interval = 0;
+    assert_int_equal(server_init(&fx->srv, &cfg), SERVER_OK);
+    fx->srv.worker = calloc(1, sizeof *fx->srv.worker);
+    assert_non_null(fx->srv.worker);
+    assert_int_equal(worker_init(fx->srv.worker, &fx->srv), 0);
+    assert_int_equal(snapshot_start(&fx->srv, fx->srv.worker->base), 0);
+    assert_int_equal(pipe(fx->block.pipe), 0);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    struct sockaddr sa = {.sa_family = AF_UNIX};
+    assert_int_equal(conn_start(fx->srv.worker, &conn_proto_text, sv[0], &sa, sizeof sa), 0);
+    fx->peer = sv[1];
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    if (fx->peer >= 0)
+        close(fx->peer);
+    fx->srv.stopping = true; /* answers still owed are dropped, as at SIGTERM */
+    server_destroy(&fx->srv);
+    close(fx->block.pipe[0]);
+    close(fx->block.pipe[1]);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", fx->dir);
+    assert_int_equal(system(cmd), 0);
+    free(fx);
+    return 0;
+}
+
+/* Runs the loop and collects what the client receives, for about ms milliseconds or
+ * until `want` bytes arrived (want 0: the whole time). */
+static void spin(struct fixture *fx, unsigned ms, size_t want)
+{
+    uint64_t end = clock_mono_ms() + ms;
+    while (clock_mono_ms() < end) {
+        event_base_loop(fx->srv.worker->base, EVLOOP_NONBLOCK);
+        if (fx->peer >= 0) {
+            ssize_t n = read(fx->peer, fx->got + fx->got_len, sizeof fx->got - 1 - fx->got_len);
+            if (n > 0)
+                fx->got_len += (size_t)n;
+        }
+        fx->got[fx->got_len] = '\0';
+        if (want > 0 && fx->got_len >= want)
+            return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void send_text(struct fixture *fx, const char *s)
+{
+    assert_int_equal(write(fx->peer, s, strlen(s)), (ssize_t)strlen(s));
+}
+
+/* Replies behind a parked FLUSH wait for it; two FLUSHes answer in order. */
+static void test_replies_stay_in_order(void **state)
+{
+    struct fixture *fx = *state;
+    hold_jobs(fx);
+    send_text(fx, "CREATE f\r\nFLUSH\r\nCHECK nosuch k\r\nFLUSH f\r\nVERSION\r\n");
+    spin(fx, 100, 0);
+    /* CREATE was answered; everything after the first FLUSH is held behind it. */
+    assert_string_equal(fx->got, "CREATED\r\n");
+    release_jobs(fx);
+    const char *want = "CREATED\r\nOK\r\nNOT_FOUND\r\nOK\r\nVERSION " BLOOMD_VERSION "\r\n";
+    spin(fx, WAIT_MS, strlen(want));
+    assert_string_equal(fx->got, want);
+}
+
+/* A client that leaves while its FLUSH is parked: the connection lives until the answer
+ * comes, then goes (its write fails with EPIPE and closes it). */
+static void test_peer_leaves_before_answer(void **state)
+{
+    struct fixture *fx = *state;
+    struct worker *w = fx->srv.worker;
+    hold_jobs(fx);
+    send_text(fx, "FLUSH\r\nVERSION\r\n");
+    spin(fx, 50, 0);
+    assert_int_equal(fx->got_len, 0);
+    close(fx->peer);
+    fx->peer = -1;
+    spin(fx, 50, 0);
+    assert_int_equal(w->stats.conn_current, 1); /* still owed an answer */
+    release_jobs(fx);
+    uint64_t end = clock_mono_ms() + WAIT_MS;
+    while (w->stats.conn_current > 0 && clock_mono_ms() < end)
+        spin(fx, 10, 0);
+    assert_int_equal(w->stats.conn_current, 0);
+    assert_null(w->conns);
+}
+
+/* Shutdown with an answer owed: the parked request is dropped with its connection. */
+static void test_shutdown_with_answer_owed(void **state)
+{
+    struct fixture *fx = *state;
+    hold_jobs(fx);
+    send_text(fx, "FLUSH\r\nCHECK x y\r\n");
+    spin(fx, 50, 0);
+    assert_int_equal(fx->got_len, 0);
+    fx->srv.stopping = true;
+    conn_close_all(fx->srv.worker);
+    assert_null(fx->srv.worker->conns);
+    release_jobs(fx);
+    spin(fx, 50, 0); /* the FLUSH job finishes; its done() step is skipped */
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* as the daemon does: a write to a gone peer is EPIPE */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_replies_stay_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_leaves_before_answer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_with_answer_owed, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
