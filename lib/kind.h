@@ -85,6 +85,8 @@ struct kind_ops {
     /* True if an intersect of f would be refused (SBF_EGROWN): checked before any change. */
     bool (*grown)(const void *f);
 
+    /* The parameters f was created with (now_ms: its creation time, or 0 if unknown). */
+    void (*params)(const void *f, struct kind_params *out);
     void (*info)(const void *f, struct kind_info *out);
     /* Walks the kind's own figures (parameters, stages, estimates) in a fixed order. */
     void (*fields)(const void *f, kind_field_fn fn, void *ctx);

@@ -74,6 +74,11 @@ static bool k_grown(const void *f)
     return info.stages > 1;
 }
 
+static void k_params(const void *f, struct kind_params *out)
+{
+    *out = (struct kind_params){.sbf = *sbf_params(f)};
+}
+
 static void k_info(const void *f, struct kind_info *out)
 {
     struct sbf_info info;
@@ -146,6 +151,7 @@ const struct kind_ops kind_sbf = {
     .merge = k_merge,
     .intersect = k_intersect,
     .grown = k_grown,
+    .params = k_params,
     .info = k_info,
     .fields = k_fields,
     .verify = k_verify,

@@ -5,6 +5,8 @@
  */
 #include "proto/proto.h"
 
+#include "proto/number.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,18 +79,10 @@ static void append_u64(struct proto_buf *b, uint64_t v)
     append(b, tmp + i, sizeof(tmp) - i);
 }
 
-/* The shortest of %.15g, %.16g, %.17g that reads back as the same double. */
 static void append_double(struct proto_buf *b, double v)
 {
     char tmp[40];
-    int n = 0;
-    for (int prec = 15; prec <= 17; prec++) {
-        n = snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
-        if (prec == 17 || strtod(tmp, NULL) == v)
-            break;
-    }
-    if (n > 0)
-        append(b, tmp, (size_t)n);
+    append(b, tmp, proto_format_double(tmp, sizeof tmp, v));
 }
 
 static void append_crlf(struct proto_buf *b)
@@ -213,10 +207,6 @@ static void append_quoted(struct proto_buf *b, struct proto_slice s)
 
 void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto_request *req)
 {
-    if (status == PROTO_ERR_UNKNOWN_CMD) {
-        proto_reply_word(b, "ERROR");
-        return;
-    }
     append_str(b, proto_error_kind(status));
     append(b, " ", 1);
     append_str(b, req != NULL && req->why != NULL ? req->why : proto_strerror(status));
@@ -224,6 +214,26 @@ void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto
         append_quoted(b, req->bad);
     append_crlf(b);
 }
+
+/* HELP: one line per command, as PROTOCOL.md documents them. */
+static const char *const help_lines[] = {
+    "CREATE <name> [capacity=<n>] [error=<p>] [growth=exponential|linear] [scale=<s>] "
+    "[ratio=<r>]",
+    "ADD <name> <key>...",
+    "CHECK <name> <key>...",
+    "CHECKADD <name> <key>...",
+    "UNION <dst> <src>...",
+    "INTERSECT <dst> <src>...",
+    "INFO <name>",
+    "LIST [<prefix>]",
+    "DROP <name>",
+    "CLEAR <name>",
+    "FLUSH [<name>]",
+    "STATS",
+    "VERSION",
+    "HELP",
+    "QUIT",
+};
 
 void proto_format_result(struct proto_buf *b, const struct result *r)
 {
@@ -264,6 +274,11 @@ void proto_format_result(struct proto_buf *b, const struct result *r)
             else
                 proto_reply_stat_str(b, f->name, (struct proto_slice){f->str, strlen(f->str)});
         }
+        proto_reply_word(b, "END");
+        break;
+    case RESULT_HELP:
+        for (size_t i = 0; i < sizeof help_lines / sizeof help_lines[0]; i++)
+            proto_reply_word(b, help_lines[i]);
         proto_reply_word(b, "END");
         break;
     case RESULT_ROWS:

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,4 +80,17 @@ int proto_parse_double(const char *s, size_t len, double *out)
         return PROTO_ERR_NUMBER;
     *out = v;
     return 0;
+}
+
+size_t proto_format_double(char *buf, size_t n, double v)
+{
+    int w = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        w = snprintf(buf, n, "%.*g", prec, v);
+        if (prec == 17 || strtod(buf, NULL) == v)
+            break;
+    }
+    if (w < 0)
+        return 0;
+    return (size_t)w < n ? (size_t)w : n - 1;
 }

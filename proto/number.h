@@ -19,4 +19,10 @@ int proto_parse_u64(const char *s, size_t len, uint64_t *out);
  */
 int proto_parse_double(const char *s, size_t len, double *out);
 
+/*
+ * Writes v as the shortest of %.15g, %.16g, %.17g that reads back as the same double
+ * into buf (always NUL-terminated). Returns the length written (truncated if n is small).
+ */
+size_t proto_format_double(char *buf, size_t n, double v);
+
 #endif

@@ -24,7 +24,8 @@ static const struct cmd_entry cmd_table[] = {
     {"INFO", PROTO_CMD_INFO},         {"LIST", PROTO_CMD_LIST},
     {"DROP", PROTO_CMD_DROP},         {"CLEAR", PROTO_CMD_CLEAR},
     {"FLUSH", PROTO_CMD_FLUSH},       {"STATS", PROTO_CMD_STATS},
-    {"VERSION", PROTO_CMD_VERSION},   {"QUIT", PROTO_CMD_QUIT},
+    {"VERSION", PROTO_CMD_VERSION},   {"HELP", PROTO_CMD_HELP},
+    {"QUIT", PROTO_CMD_QUIT},
 };
 
 #define CMD_COUNT (sizeof(cmd_table) / sizeof(cmd_table[0]))
@@ -331,6 +332,7 @@ static int parse_line(const char *line, size_t n, struct proto_request *req)
     switch (req->cmd) {
     case PROTO_CMD_STATS:
     case PROTO_CMD_VERSION:
+    case PROTO_CMD_HELP:
     case PROTO_CMD_QUIT:
         if (has_name)
             return fail(req, PROTO_ERR_ARGS, "wrong number of arguments", name);

@@ -25,7 +25,7 @@ enum proto_status {
     PROTO_MORE = 1,  /* no complete line yet: read more and call again */
     PROTO_BLANK = 2, /* an empty or all-space line: skip it, no reply */
     /* Errors (negative). Reply with proto_reply_parse_error(); skip *consumed bytes. */
-    PROTO_ERR_UNKNOWN_CMD = -1, /* reply ERROR */
+    PROTO_ERR_UNKNOWN_CMD = -1, /* reply ERROR unknown command '<cmd>' */
     PROTO_ERR_TOO_LONG = -2,    /* reply CLIENT_ERROR line too long, then close */
     PROTO_ERR_ARGS = -3,        /* wrong number of arguments */
     PROTO_ERR_NAME = -4,        /* invalid filter name */
@@ -84,16 +84,17 @@ void proto_reply_bits(struct proto_buf *b, const bool *bits, size_t n, bool firs
 void proto_reply_end(struct proto_buf *b);
 
 /*
- * The whole reply to a failed proto_parse(): "ERROR", or "CLIENT_ERROR <why> '<token>'"
- * built from req->why and req->bad (the token is truncated and non-printable bytes are
- * escaped as \xNN, so the reply is always one clean line). With req NULL, the reason is
- * proto_strerror(status).
+ * The whole reply to a failed proto_parse(): "ERROR unknown command '<cmd>'" or
+ * "CLIENT_ERROR <why> '<token>'", built from req->why and req->bad (the token is truncated and
+ * non-printable bytes are escaped as \xNN, so the reply is always one clean line). With req NULL,
+ * the reason is proto_strerror(status).
  */
 void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto_request *req);
 
 /*
  * Appends the text protocol's reply to a result: the words of PROTOCOL.md (CREATED,
- * NOT_FOUND, "ADDED n", "1 0 1", STAT lines and END, FILTER lines and END, ...).
+ * NOT_FOUND, "ADDED n", "1 0 1", STAT lines and END, FILTER lines and END, HELP's
+ * command lines and END, ...).
  * RESULT_CLOSE appends nothing. A failed result is "SERVER_ERROR out of memory".
  */
 void proto_format_result(struct proto_buf *b, const struct result *r);

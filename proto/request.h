@@ -31,7 +31,8 @@ enum proto_cmd {
     PROTO_CMD_FLUSH,
     PROTO_CMD_STATS,
     PROTO_CMD_VERSION,
-    PROTO_CMD_QUIT,
+    PROTO_CMD_HELP,
+    PROTO_CMD_QUIT, /* last: STATS_NCMD counts up to it */
 };
 
 /* CREATE options; a bit in `set` says the option was given (else the server default). */

@@ -227,6 +227,8 @@ const char *result_status_name(enum result_status st)
         return "FIELDS";
     case RESULT_ROWS:
         return "ROWS";
+    case RESULT_HELP:
+        return "HELP";
     case RESULT_VERSION:
         return "VERSION";
     case RESULT_CLOSE:

@@ -23,6 +23,7 @@ enum result_status {
     RESULT_BITS,         /* bits[0..nbits): per key present (CHECK) or was present (CHECKADD) */
     RESULT_FIELDS,       /* fields[0..nfields) (INFO of a filter, STATS) */
     RESULT_ROWS,         /* rows[0..nrows) (LIST) */
+    RESULT_HELP,         /* the protocol's list of commands (HELP) */
     RESULT_VERSION,      /* `text` is the version */
     RESULT_CLOSE,        /* QUIT: nothing to send; close once the output is written */
     RESULT_CLIENT_ERROR, /* the request cannot be done; `text` says why */

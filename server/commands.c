@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lib/kind.h"
+#include "proto/number.h"
 #include "server/clock.h"
 #include "server/kinds.h"
 #include "server/park.h"
@@ -111,6 +112,39 @@ static const struct kind_ops *create_kind(const struct proto_create *o, struct r
     return ops;
 }
 
+/*
+ * CREATE of a name that exists: EXISTS if every option given matches the filter (or
+ * none was given), else a CLIENT_ERROR that says what the filter has.
+ */
+static void exists(struct result *res, const struct filter *f, const struct kind_ops *want,
+                   unsigned set, const struct kind_params *p)
+{
+    struct kind_params have;
+    f->ops->params(f->obj, &have);
+    bool same = (!(set & (PROTO_OPT_KIND | PROTO_OPT_WINDOW)) || f->ops == want) &&
+                (!(set & PROTO_OPT_CAPACITY) || have.sbf.capacity == p->sbf.capacity) &&
+                (!(set & PROTO_OPT_ERROR) || have.sbf.error == p->sbf.error) &&
+                (!(set & PROTO_OPT_GROWTH) || have.sbf.growth == p->sbf.growth) &&
+                (!(set & PROTO_OPT_SCALE) || have.sbf.scale == p->sbf.scale) &&
+                (!(set & PROTO_OPT_RATIO) || have.sbf.ratio == p->sbf.ratio) &&
+                (!(set & PROTO_OPT_WINDOW) || have.window_ms == p->window_ms) &&
+                (!(set & PROTO_OPT_GENERATIONS) || have.generations == p->generations);
+    if (same) {
+        result_set(res, RESULT_EXISTS, NULL);
+        return;
+    }
+    char msg[256], err[40], scale[40], ratio[40];
+    proto_format_double(err, sizeof err, have.sbf.error);
+    proto_format_double(scale, sizeof scale, have.sbf.scale);
+    proto_format_double(ratio, sizeof ratio, have.sbf.ratio);
+    snprintf(msg, sizeof msg,
+             "filter exists with other parameters (capacity=%llu error=%s growth=%s scale=%s "
+             "ratio=%s)",
+             (unsigned long long)have.sbf.capacity, err,
+             have.sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential", scale, ratio);
+    result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
+}
+
 static void cmd_create(struct server *srv, const struct proto_request *req, struct result *res)
 {
     const struct proto_create *o = &req->create;
@@ -147,8 +181,8 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         return;
     struct filter *old = lookup(srv, req->name);
     if (old != NULL) {
+        exists(res, old, ops, o->set, &p);
         filter_unref(old);
-        result_set(res, RESULT_EXISTS, NULL);
         return;
     }
     void *obj;
@@ -688,6 +722,9 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
         break;
     case PROTO_CMD_VERSION:
         result_set(res, RESULT_VERSION, BLOOMD_VERSION);
+        break;
+    case PROTO_CMD_HELP:
+        result_set(res, RESULT_HELP, NULL);
         break;
     case PROTO_CMD_QUIT:
         result_set(res, RESULT_CLOSE, NULL);

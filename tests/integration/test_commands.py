@@ -167,7 +167,7 @@ def test_stats_counters(client, bloomd):
 
 
 def test_errors_leave_connection_usable(client):
-    assert client.cmd("NOSUCHCOMMAND x") == "ERROR"
+    assert client.cmd("NOSUCHCOMMAND x") == "ERROR unknown command 'NOSUCHCOMMAND'"
     assert client.cmd("ADD").startswith("CLIENT_ERROR")
     assert client.cmd("CHECK").startswith("CLIENT_ERROR")
     assert client.cmd("INFO").startswith("CLIENT_ERROR")
@@ -212,7 +212,9 @@ def test_quit(client):
     ("CREATE f ratio=1", "CLIENT_ERROR ratio must be in (0, 1) '1'"),
     ("CREATE f scale=0", "CLIENT_ERROR scale must be > 0 '0'"),
     ("CREATE f growth=fast", "CLIENT_ERROR growth must be exponential or linear 'fast'"),
-    ("FOO", "ERROR"),
+    ("FOO", "ERROR unknown command 'FOO'"),
+    ("CREAT x", "ERROR unknown command 'CREAT'"),
+    ("DELETE f", "ERROR unknown command 'DELETE'"),
 ])
 def test_protocol_error_table(client, request_line, reply):
     """The reasons of PROTOCOL.md's error table, end to end; the line is not executed."""
@@ -231,3 +233,28 @@ def test_pipeline_then_eof_answers_everything_in_order(bloomd):
         lines = c.read_until_closed().decode().split("\r\n")
     assert lines[:5] == ["CREATED", "ADDED 2", "OK", "1 0", "OK"], lines
     assert lines[5].startswith("VERSION ") and lines[6:] == [""], lines
+
+
+def test_help_lists_every_command(client):
+    client.send("HELP\r\n")
+    lines = []
+    while (line := client.line()) != "END":
+        assert len(lines) < 100
+        lines.append(line)
+    words = [line.split()[0] for line in lines]
+    for cmd in ["CREATE", "ADD", "CHECK", "CHECKADD", "UNION", "INTERSECT", "INFO", "LIST",
+                "DROP", "CLEAR", "FLUSH", "STATS", "VERSION", "HELP", "QUIT"]:
+        assert cmd in words, lines
+    assert client.cmd("HELP me").startswith("CLIENT_ERROR")
+
+
+def test_create_existing_with_other_parameters(client):
+    assert client.cmd("CREATE p capacity=1000 error=0.01") == "CREATED"
+    assert client.cmd("CREATE p") == "EXISTS"
+    assert client.cmd("CREATE p capacity=1000") == "EXISTS"
+    assert client.cmd("CREATE p error=0.01 capacity=1000") == "EXISTS"
+    reply = client.cmd("CREATE p capacity=10")
+    assert reply == ("CLIENT_ERROR filter exists with other parameters (capacity=1000 "
+                     "error=0.01 growth=exponential scale=2 ratio=0.8)"), reply
+    assert client.cmd("CREATE p growth=linear").startswith("CLIENT_ERROR filter exists")
+    assert client.block("INFO p")[1] == "STAT capacity 1000"

@@ -654,7 +654,7 @@ static void expect_error_reply(const char *line, const char *want)
 static void test_format_parse_errors(void **state)
 {
     (void)state;
-    expect_error_reply("FOO\n", "ERROR\r\n");
+    expect_error_reply("FOO\n", "ERROR unknown command 'FOO'\r\n");
     expect_error_reply("ADD f a\tb\n", "CLIENT_ERROR invalid key (NUL, tab or CR) 'a\\x09b'\r\n");
     expect_error_reply("CREATE f foo=1\n", "CLIENT_ERROR unknown option 'foo'\r\n");
     expect_error_reply("INFO\n", "CLIENT_ERROR wrong number of arguments: no filter name\r\n");
