@@ -376,6 +376,10 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
     if (rc != SBF_OK)
         goto done;
 
+    if (first == dst) { /* hold dst once: registry_with_exclusive() counts our references */
+        filter_unref(first);
+        first = NULL;
+    }
     struct setop op = {.srcs = req->args, .skip = dst, .srv = srv, .intersect = intersect};
     void *fresh = NULL;
     if (dst == NULL) {

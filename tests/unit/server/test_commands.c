@@ -1,8 +1,10 @@
 /*
  * test_commands.c - command execution without sockets: a request line is parsed with
- * proto, executed against a real server struct (registry, budget, stats) and the reply
- * bytes compared. Covers every command, every error, the batch boundaries of the key
- * commands, and the copy-on-write paths taken while a snapshot holds a filter.
+ * proto, executed against a real server struct (registry, budget) with the test's own
+ * counters, and the result formatted by the text protocol; the reply bytes are compared.
+ * Covers every command, every error, the batch boundaries of the key commands, the
+ * copy-on-write paths taken while a snapshot holds a filter, and the answer-later path
+ * of FLUSH and DROP through a struct completion.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,49 +16,125 @@
 
 #include <cmocka.h>
 
+#include <event2/event.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "lib/sbf.h"
 #include "proto/proto.h"
 #include "server/commands.h"
 #include "server/config.h"
+#include "server/log.h"
+#include "server/park.h"
 #include "server/registry.h"
 #include "server/server.h"
+#include "server/snapshot.h"
+#include "server/stats.h"
+#include "server/worker.h"
 
 static struct server srv;
+/*
+ * The counters commands_execute() is given. They live in a worker struct that does
+ * nothing else (no loop, no sockets) so STATS, which sums the workers, sees them too;
+ * it is detached again before server_destroy().
+ */
+static struct worker counters;
+static struct stats *const st = &counters.stats;
+static struct result res;
 static struct proto_buf out;
 static char reply[1 << 20];
+
+static void start(uint64_t max_memory)
+{
+    struct config cfg;
+    config_defaults(&cfg);
+    cfg.max_memory = max_memory;
+    assert_int_equal(server_init(&srv, &cfg), SERVER_OK);
+    memset(&counters, 0, sizeof(counters));
+    counters.srv = &srv;
+    srv.worker = &counters;
+    result_init(&res);
+    memset(&out, 0, sizeof(out));
+}
 
 static int setup(void **state)
 {
     (void)state;
-    struct config cfg;
-    config_defaults(&cfg);
-    assert_int_equal(server_init(&srv, &cfg), SERVER_OK);
-    memset(&out, 0, sizeof(out));
+    start(0);
     return 0;
 }
 
 static int setup_small_memory(void **state)
 {
     (void)state;
-    struct config cfg;
-    config_defaults(&cfg);
-    cfg.max_memory = 256 * 1024;
-    assert_int_equal(server_init(&srv, &cfg), SERVER_OK);
-    memset(&out, 0, sizeof(out));
+    start(256 * 1024);
     return 0;
 }
 
+/*
+ * Every filter must be held by the table alone by now (a test that kept a reference
+ * from registry_get() leaks its filter); removing them all must then give every byte
+ * back to the budget. Measured while the server is still alive: server_destroy() frees
+ * the filters whatever their count and zeroes the budget.
+ */
 static int teardown(void **state)
 {
     (void)state;
+    struct filter **all;
+    size_t n, held = 0;
+    assert_int_equal(registry_collect(srv.reg, NULL, 0, &all, &n), REGISTRY_OK);
+    for (size_t i = 0; i < n; i++) {
+        held += atomic_load(&all[i]->refs) != 2; /* the table's and collect's */
+        registry_remove(srv.reg, all[i]->name, all[i]->name_len);
+        filter_unref(all[i]);
+    }
+    free(all);
+    size_t left = registry_count(srv.reg);
+    uint64_t used = budget_used(&srv.budget);
+    /* Asserted once everything is freed, so a failure here leaks nothing else. */
+    srv.worker = NULL; /* not a real worker: nothing for server_destroy to close */
     server_destroy(&srv);
+    result_free(&res);
     proto_buf_free(&out);
-    assert_int_equal(budget_used(&srv.budget), 0);
+    assert_int_equal(held, 0);
+    assert_int_equal(left, 0);
+    assert_int_equal(used, 0);
     return 0;
 }
 
+/* Formats each result of a run into out, checking they come in order. */
+struct each_ctx {
+    size_t next;
+};
+
+static void each_format(void *ctx, size_t i, const struct result *r)
+{
+    struct each_ctx *c = ctx;
+    assert_int_equal(i, c->next);
+    c->next++;
+    proto_format_result(&out, r);
+}
+
+/* Executes reqs[0..n) as one merged run, appending the replies to out. */
+static void execute_run(const struct proto_request *reqs, size_t n)
+{
+    struct each_ctx c = {0};
+    commands_execute_run(&srv, st, reqs, n, &res, each_format, &c);
+    assert_int_equal(c.next, n);
+}
+
+/* Executes one request and appends its reply to out; returns commands_execute's value. */
+static int execute(const struct proto_request *req, struct completion *later)
+{
+    result_reset(&res);
+    int rc = commands_execute(&srv, st, req, &res, later);
+    if (rc == CMD_DONE)
+        proto_format_result(&out, &res);
+    return rc;
+}
+
 /* Parses and executes one line; returns the reply (NUL-terminated) and sets *result. */
-static const char *run_r(const char *line, int *result)
+static const char *run_later(const char *line, int *result, struct completion *later)
 {
     struct proto_limits lim = {.max_line = PROTO_DEFAULT_MAX_LINE};
     struct proto_request req;
@@ -66,13 +144,13 @@ static const char *run_r(const char *line, int *result)
     assert_non_null(buf);
     memcpy(buf, line, len);
     memcpy(buf + len, "\r\n", 2);
-    int st = proto_parse(buf, len + 2, &lim, &req, &used);
+    int pst = proto_parse(buf, len + 2, &lim, &req, &used);
     proto_buf_reset(&out);
-    if (st == PROTO_OK) {
-        *result = commands_execute(&srv, &req, &out, NULL);
+    if (pst == PROTO_OK) {
+        *result = execute(&req, later);
     } else {
-        proto_reply_parse_error(&out, st, &req);
-        *result = st;
+        proto_reply_parse_error(&out, pst, &req);
+        *result = pst;
     }
     free(buf);
     assert_false(out.failed);
@@ -80,6 +158,11 @@ static const char *run_r(const char *line, int *result)
     memcpy(reply, out.data, out.len);
     reply[out.len] = '\0';
     return reply;
+}
+
+static const char *run_r(const char *line, int *result)
+{
+    return run_later(line, result, NULL);
 }
 
 static const char *run(const char *line)
@@ -92,9 +175,38 @@ static const char *run(const char *line)
 
 #define expect(line, want) assert_string_equal(run(line), want "\r\n")
 
+/* The filter named name, with a reference the caller drops with filter_unref; or NULL. */
 static struct filter *get(const char *name)
 {
     return registry_get(srv.reg, name, strlen(name));
+}
+
+static bool exists(const char *name)
+{
+    struct filter *f = get(name);
+    filter_unref(f);
+    return f != NULL;
+}
+
+/* The creation parameters of filter name (kind sbf: its obj is a struct sbf). */
+static struct sbf_params params(const char *name)
+{
+    struct filter *f = get(name);
+    assert_non_null(f);
+    assert_ptr_equal(f->ops, &kind_sbf);
+    struct sbf_params p = *sbf_params(f->obj);
+    filter_unref(f);
+    return p;
+}
+
+/* The change counter of filter name. */
+static uint64_t changes(const char *name)
+{
+    struct filter *f = get(name);
+    assert_non_null(f);
+    uint64_t c = atomic_load(&f->changes);
+    filter_unref(f);
+    return c;
 }
 
 /* "ADD f k<from> ... k<to-1>" (or another command) into a static buffer. */
@@ -127,17 +239,17 @@ static void test_create(void **state)
     expect("CREATE f", "CREATED");
     expect("CREATE f", "EXISTS");
     expect("CREATE g capacity=5000 error=0.001 growth=linear scale=3 ratio=0.5", "CREATED");
-    const struct sbf_params *p = sbf_params(get("g")->sbf);
-    assert_int_equal(p->capacity, 5000);
-    assert_true(p->error == 0.001 && p->scale == 3 && p->ratio == 0.5);
-    assert_int_equal(p->growth, SBF_GROWTH_LINEAR);
-    p = sbf_params(get("f")->sbf);
-    assert_int_equal(p->capacity, srv.cfg.default_capacity);
-    assert_true(p->error == srv.cfg.default_error);
+    struct sbf_params p = params("g");
+    assert_int_equal(p.capacity, 5000);
+    assert_true(p.error == 0.001 && p.scale == 3 && p.ratio == 0.5);
+    assert_int_equal(p.growth, SBF_GROWTH_LINEAR);
+    p = params("f");
+    assert_int_equal(p.capacity, srv.cfg.default_capacity);
+    assert_true(p.error == srv.cfg.default_error);
     expect("CREATE h scale=0.5", "CLIENT_ERROR scale must be between 1 and 64");
     expect("CREATE h scale=65", "CLIENT_ERROR scale must be between 1 and 64");
     assert_non_null(strstr(run("CREATE h capacity=1099511627777"), "CLIENT_ERROR"));
-    assert_null(get("h"));
+    assert_false(exists("h"));
     assert_int_equal(registry_count(srv.reg), 2);
 }
 
@@ -147,8 +259,8 @@ static void test_create_default_params(void **state)
     srv.cfg.default_capacity = 777;
     srv.cfg.default_error = 0.2;
     expect("CREATE d", "CREATED");
-    assert_int_equal(sbf_params(get("d")->sbf)->capacity, 777);
-    assert_true(sbf_params(get("d")->sbf)->error == 0.2);
+    assert_int_equal(params("d").capacity, 777);
+    assert_true(params("d").error == 0.2);
 }
 
 static void test_keys(void **state)
@@ -158,19 +270,19 @@ static void test_keys(void **state)
     expect("CHECK f a", "NOT_FOUND");
     expect("CHECKADD f a", "NOT_FOUND");
     expect("CREATE f", "CREATED");
-    uint64_t c0 = atomic_load(&get("f")->changes);
+    uint64_t c0 = changes("f");
     expect("CHECK f a b", "0 0");
-    assert_int_equal(atomic_load(&get("f")->changes), c0); /* reads change nothing */
+    assert_int_equal(changes("f"), c0); /* reads change nothing */
     expect("ADD f a b c", "ADDED 3");
-    assert_true(atomic_load(&get("f")->changes) > c0);
-    c0 = atomic_load(&get("f")->changes);
+    assert_true(changes("f") > c0);
+    c0 = changes("f");
     expect("ADD f a b", "ADDED 0");
-    assert_int_equal(atomic_load(&get("f")->changes), c0); /* nothing new: still clean */
+    assert_int_equal(changes("f"), c0); /* nothing new: still clean */
     expect("CHECK f a b c d", "1 1 1 0");
     expect("CHECKADD f d d a e", "0 1 1 0");
     expect("CHECK f d e", "1 1");
-    assert_int_equal(srv.stats.keys_added, 5);
-    assert_int_equal(srv.stats.keys_checked, 12);
+    assert_int_equal(st->keys_added, 5);
+    assert_int_equal(st->keys_checked, 12);
 }
 
 /* Key lists longer than one COMMANDS_BATCH, with a repeat straddling a batch boundary. */
@@ -209,21 +321,33 @@ static void test_union_intersect(void **state)
     expect("ADD b 3 4", "ADDED 2");
     expect("UNION u a b", "OK");
     expect("CHECK u 1 2 3 4 5", "1 1 1 1 0");
-    assert_true(sbf_compatible(get("u")->sbf, get("a")->sbf));
+    struct filter *u = get("u"), *a = get("a");
+    assert_true(sbf_compatible(u->obj, a->obj));
+    filter_unref(u);
+    filter_unref(a);
     expect("INTERSECT i a b", "OK");
     expect("CHECK i 1 2 3 4", "0 0 1 0");
     expect("CHECK a 4", "0"); /* sources untouched */
     expect("UNION a a b", "OK");
     expect("CHECK a 1 4", "1 1");
+    /* Nobody else holds a: intersected in place, the same struct stays in the table. */
+    a = get("a");
+    const struct filter *before = a;
+    uint64_t c = atomic_load(&a->changes);
+    filter_unref(a);
     expect("INTERSECT a a b", "OK");
     expect("CHECK a 1 2 3 4", "0 0 1 1");
+    a = get("a");
+    assert_ptr_equal(a, before);
+    assert_true(atomic_load(&a->changes) > c);
+    filter_unref(a);
     expect("UNION small a", "CLIENT_ERROR incompatible filters");
     expect("UNION a small", "CLIENT_ERROR incompatible filters");
     expect("INTERSECT x a small", "CLIENT_ERROR incompatible filters");
-    assert_null(get("x"));
+    assert_false(exists("x"));
     expect("UNION a nope", "NOT_FOUND");
     expect("INTERSECT nope2 a nope", "NOT_FOUND");
-    assert_null(get("nope2"));
+    assert_false(exists("nope2"));
 }
 
 /* While something (a snapshot) holds a filter, CLEAR and INTERSECT must not touch its bits. */
@@ -234,30 +358,40 @@ static void test_copy_on_write_when_shared(void **state)
     expect("CREATE g", "CREATED");
     expect("ADD f a b", "ADDED 2");
     expect("ADD g b", "ADDED 1");
-    struct filter *held = get("f");
-    filter_ref(held);
+    struct filter *held = get("f"); /* our reference: like a snapshot's */
     expect("INTERSECT f g", "OK");
-    assert_ptr_not_equal(get("f"), held);
-    assert_true(sbf_check(held->sbf, sbf_hash_key("a", 1))); /* old bits intact */
+    struct filter *now = get("f");
+    assert_ptr_not_equal(now, held);
+    filter_unref(now);
+    assert_true(sbf_check(held->obj, sbf_hash_key("a", 1))); /* old bits intact */
+    assert_int_equal(atomic_load(&held->refs), 1);           /* the table let go of it */
     expect("CHECK f a b", "0 1");
     filter_unref(held);
 
     held = get("f");
-    filter_ref(held);
     expect("CLEAR f", "OK");
-    assert_ptr_not_equal(get("f"), held);
-    assert_true(sbf_check(held->sbf, sbf_hash_key("b", 1)));
+    now = get("f");
+    assert_ptr_not_equal(now, held);
+    filter_unref(now);
+    assert_true(sbf_check(held->obj, sbf_hash_key("b", 1)));
     assert_false(atomic_load(&held->dropped));
+    assert_int_equal(atomic_load(&held->refs), 1);
     expect("CHECK f b", "0");
     filter_unref(held);
 
     /* Not shared: cleared in place, same object, counter bumped. */
     held = get("f");
+    const struct filter *before = held;
+    const void *obj = held->obj;
+    filter_unref(held); /* the table's reference keeps it */
     expect("ADD f z", "ADDED 1");
-    uint64_t c = atomic_load(&held->changes);
+    uint64_t c = changes("f");
     expect("CLEAR f", "OK");
-    assert_ptr_equal(get("f"), held);
-    assert_true(atomic_load(&held->changes) > c);
+    now = get("f");
+    assert_ptr_equal(now, before);
+    assert_ptr_equal(now->obj, obj);
+    assert_true(atomic_load(&now->changes) > c);
+    filter_unref(now);
     expect("CHECK f z", "0");
     expect("CLEAR nope", "NOT_FOUND");
 }
@@ -268,11 +402,11 @@ static void test_drop_while_held(void **state)
     expect("CREATE f", "CREATED");
     expect("ADD f k", "ADDED 1");
     struct filter *held = get("f");
-    filter_ref(held);
     expect("DROP f", "DELETED");
-    assert_null(get("f"));
+    assert_false(exists("f"));
     assert_true(atomic_load(&held->dropped));
-    assert_true(sbf_check(held->sbf, sbf_hash_key("k", 1))); /* still readable */
+    assert_int_equal(atomic_load(&held->refs), 1);           /* ours alone */
+    assert_true(sbf_check(held->obj, sbf_hash_key("k", 1))); /* still readable */
     expect("DROP f", "NOT_FOUND");
     expect("CREATE f", "CREATED"); /* a new filter of the same name is independent */
     expect("CHECK f k", "0");
@@ -317,7 +451,8 @@ static void test_misc(void **state)
     assert_int_equal(strncmp(run("FLUSH"), "SERVER_ERROR ", 13), 0);
     int result;
     run_r("QUIT", &result);
-    assert_int_equal(result, CMD_CLOSE);
+    assert_int_equal(result, CMD_DONE);
+    assert_int_equal(res.status, RESULT_CLOSE);
     assert_int_equal(out.len, 0);
     expect("CREATE f", "CREATED");
     const char *r = run("STATS");
@@ -334,7 +469,7 @@ static void test_out_of_memory(void **state)
 {
     (void)state;
     expect("CREATE big capacity=10000000", "SERVER_ERROR out of memory");
-    assert_null(get("big"));
+    assert_false(exists("big"));
     expect("CREATE f capacity=1000", "CREATED");
     int added = 0;
     const char *r = "";
@@ -358,12 +493,31 @@ static void test_out_of_memory(void **state)
     struct proto_request reqs[3];
     parse_lines("CHECKADD f n1\nCHECKADD f n2\nCHECKADD f n3\n", reqs, 3);
     proto_buf_reset(&out);
-    commands_execute_run(&srv, reqs, 3, &out);
+    execute_run(reqs, 3);
     assert_int_equal(out.len, 3 * strlen("SERVER_ERROR out of memory\r\n"));
     assert_memory_equal(out.data, "SERVER_ERROR out of memory\r\nSERVER_ERROR", 40);
     assert_true(budget_used(&srv.budget) <= 256 * 1024);
     expect("DROP f", "DELETED");
     assert_int_equal(budget_used(&srv.budget), 0);
+}
+
+/*
+ * With a 256 KiB budget: two filters fit, a third copy would not. INTERSECT into one of
+ * its own sources that nobody else holds works in place, so it must not need a copy.
+ */
+static void test_intersect_in_place_fits_budget(void **state)
+{
+    (void)state;
+    expect("CREATE a capacity=55000", "CREATED");
+    expect("CREATE b capacity=55000", "CREATED");
+    assert_true(budget_used(&srv.budget) * 3 / 2 > srv.budget.limit);
+    expect("ADD a 1 2 3", "ADDED 3");
+    expect("ADD b 2 3 4", "ADDED 3");
+    expect("INTERSECT a a b", "OK");
+    expect("CHECK a 1 2 3 4", "0 1 1 0");
+    expect("INTERSECT b a b", "OK");
+    expect("CHECK b 1 2 3 4", "0 1 1 0");
+    expect("INTERSECT c a b", "SERVER_ERROR out of memory"); /* a new filter does not fit */
 }
 
 /* A merged run answers byte for byte like the same requests one at a time. */
@@ -387,7 +541,7 @@ static void test_run_matches_single(void **state)
         /* One at a time against filter a ... */
         proto_buf_reset(&out);
         for (size_t i = 0; i < n; i++)
-            assert_int_equal(commands_execute(&srv, &reqs[i], &out, NULL), CMD_DONE);
+            assert_int_equal(execute(&reqs[i], NULL), CMD_DONE);
         memcpy(single, out.data, out.len);
         single[out.len] = '\0';
         /* ... and merged against filter b, which has seen the same history. */
@@ -396,7 +550,7 @@ static void test_run_matches_single(void **state)
                 reqs[i].name.ptr = "b";
         }
         proto_buf_reset(&out);
-        commands_execute_run(&srv, reqs, n, &out);
+        execute_run(reqs, n);
         memcpy(merged, out.data, out.len);
         merged[out.len] = '\0';
         assert_string_equal(merged, single);
@@ -417,7 +571,7 @@ static void run_single(const char *text, char *dst, size_t cap)
     size_t n = parse_lines(text, reqs, 16);
     proto_buf_reset(&out);
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(commands_execute(&srv, &reqs[i], &out, NULL), CMD_DONE);
+        assert_int_equal(execute(&reqs[i], NULL), CMD_DONE);
     assert_true(out.len < cap);
     memcpy(dst, out.data, out.len);
     dst[out.len] = '\0';
@@ -429,7 +583,7 @@ static void run_merged(const char *text, char *dst, size_t cap)
     struct proto_request reqs[16];
     size_t n = parse_lines(text, reqs, 16);
     proto_buf_reset(&out);
-    commands_execute_run(&srv, reqs, n, &out);
+    execute_run(reqs, n);
     assert_true(out.len < cap);
     memcpy(dst, out.data, out.len);
     dst[out.len] = '\0';
@@ -480,8 +634,143 @@ static void test_run_growth_failure_matches_single(void **state)
     }
 }
 
+/* ---- FLUSH and DROP answering later, with a snapshotter on a loop of the test's ---- */
+
+static char data_dir[64];
+static struct event_base *base;
+
+static int setup_snapshots(void **state)
+{
+    (void)state;
+    snprintf(data_dir, sizeof data_dir, "/tmp/test_commands.XXXXXX");
+    assert_non_null(mkdtemp(data_dir));
+    start(0);
+    snprintf(srv.cfg.data_dir, sizeof srv.cfg.data_dir, "%s", data_dir);
+    srv.cfg.snapshot_interval = 0;
+    base = event_base_new();
+    assert_non_null(base);
+    assert_int_equal(snapshot_start(&srv, base), 0);
+    return 0;
+}
+
+static int teardown_snapshots(void **state)
+{
+    char cmd[128];
+    teardown(state); /* server_destroy stops the snapshotter, which needs the loop */
+    event_base_free(base);
+    base = NULL;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", data_dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+/* A completion that records what it was given, formatted as the text protocol would. */
+struct later {
+    struct completion c; /* first member */
+    int calls;
+    enum result_status status;
+    char reply[512];
+};
+
+static void later_done(struct completion *c, const struct result *r)
+{
+    struct later *l = (struct later *)c;
+    struct proto_buf b = {0};
+    proto_format_result(&b, r);
+    assert_false(b.failed);
+    assert_true(b.len < sizeof l->reply);
+    memcpy(l->reply, b.data, b.len);
+    l->reply[b.len] = '\0';
+    proto_buf_free(&b);
+    l->status = r->status;
+    l->calls++;
+    event_base_loopbreak(base);
+}
+
+/* Runs line with l as its completion: it must be parked (no reply yet), then answered
+ * once by the loop; returns that answer. */
+static const char *run_parked(const char *line, struct later *l)
+{
+    int result;
+    memset(l, 0, sizeof *l);
+    l->c.done = later_done;
+    assert_string_equal(run_later(line, &result, &l->c), "");
+    assert_int_equal(result, CMD_PENDING);
+    assert_int_equal(l->calls, 0); /* never before the command returned */
+    struct timeval guard = {.tv_sec = 10};
+    event_base_loopexit(base, &guard);
+    while (l->calls == 0 && event_base_dispatch(base) == 0 && !event_base_got_exit(base))
+        ;
+    assert_int_equal(l->calls, 1);
+    return l->reply;
+}
+
+static bool starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static bool file_exists(const char *file)
+{
+    char path[256];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", data_dir, file);
+    return stat(path, &sb) == 0;
+}
+
+static void test_flush_drop_later(void **state)
+{
+    (void)state;
+    struct later l;
+    int result;
+    expect("CREATE f", "CREATED");
+    expect("CREATE g", "CREATED");
+    expect("ADD f a", "ADDED 1");
+    /* FLUSH of one filter, then of all, each answered once its files are durable. */
+    assert_string_equal(run_parked("FLUSH f", &l), "OK\r\n");
+    assert_int_equal(l.status, RESULT_OK);
+    assert_true(file_exists("f.bloom"));
+    assert_false(file_exists("g.bloom"));
+    assert_int_equal(changes("f"), 0);
+    assert_string_equal(run_parked("FLUSH", &l), "OK\r\n");
+    assert_true(file_exists("g.bloom"));
+    /* Answered at once: a missing filter, and nobody to answer later. */
+    assert_string_equal(run_later("FLUSH nope", &result, &l.c), "NOT_FOUND\r\n");
+    assert_int_equal(result, CMD_DONE);
+    assert_int_equal(strncmp(run("FLUSH"), "SERVER_ERROR ", 13), 0);
+
+    /* DROP leaves the table at once and answers once the file is gone. */
+    assert_string_equal(run_parked("DROP f", &l), "DELETED\r\n");
+    assert_int_equal(l.status, RESULT_DELETED);
+    assert_false(file_exists("f.bloom"));
+    expect("DROP f", "NOT_FOUND");
+    /* Without a completion: DELETED at once, the file goes in the background (FIFO). */
+    expect("DROP g", "DELETED");
+    assert_false(exists("g"));
+    expect("CREATE h", "CREATED");
+    assert_string_equal(run_parked("FLUSH", &l), "OK\r\n");
+    assert_false(file_exists("g.bloom"));
+    assert_true(file_exists("h.bloom"));
+
+    /* Failures reach the client as SERVER_ERROR with the reason. */
+    char moved[96];
+    snprintf(moved, sizeof moved, "%s.away", data_dir);
+    assert_int_equal(rename(data_dir, moved), 0);
+    expect("ADD h x", "ADDED 1");
+    const char *r = run_parked("FLUSH h", &l);
+    assert_int_equal(l.status, RESULT_SERVER_ERROR);
+    assert_true(starts_with(r, "SERVER_ERROR open directory "));
+    r = run_parked("DROP h", &l);
+    assert_true(starts_with(r, "SERVER_ERROR filter dropped from memory, but its file could not "
+                               "be removed: open directory "));
+    assert_false(exists("h"));
+    assert_int_equal(rename(moved, data_dir), 0);
+    assert_true(file_exists("h.bloom")); /* set aside for the next start, as logged */
+}
+
 int main(void)
 {
+    log_open(NULL, LOG_ERROR); /* the expected snapshot failures are logged; the rest is noise */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_default_params, setup, teardown),
@@ -496,6 +785,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_out_of_memory, setup_small_memory, teardown),
         cmocka_unit_test_setup_teardown(test_run_growth_failure_matches_single, setup_small_memory,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_intersect_in_place_fits_budget, setup_small_memory,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_flush_drop_later, setup_snapshots, teardown_snapshots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * test_registry.c - the table of named filters against a naive model (an array of
  * names), reference counting (DROP and CLEAR while a holder keeps the old object),
- * the exclusive-access rule, and sorted prefix collection.
+ * the exclusive-access rule, sorted prefix collection, and the reference registry_get()
+ * hands to its caller.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,8 +24,11 @@ static struct filter *make(const char *name)
     p.capacity = 100;
     struct sbf *s;
     assert_int_equal(sbf_new(&p, NULL, &s), SBF_OK);
-    struct filter *f = filter_new(name, strlen(name), s);
+    struct filter *f = filter_new(name, strlen(name), &kind_sbf, s);
     assert_non_null(f);
+    assert_ptr_equal(f->ops, &kind_sbf);
+    assert_ptr_equal(f->obj, s);
+    assert_int_equal(atomic_load(&f->refs), 1);
     return f;
 }
 
@@ -75,8 +79,11 @@ static void test_model(void **state)
         default: {
             struct filter *f = registry_get(r, name, strlen(name));
             assert_int_equal(f != NULL, in[k]);
-            if (f != NULL)
+            if (f != NULL) {
                 assert_string_equal(f->name, name);
+                assert_int_equal(atomic_load(&f->refs), 2); /* the table's and ours */
+                filter_unref(f);
+            }
         }
         }
         assert_int_equal(registry_count(r), count);
@@ -95,7 +102,8 @@ static void test_refcount(void **state)
     assert_true(registry_remove(r, "a", 1));
     assert_true(atomic_load(&f->dropped));
     assert_null(registry_get(r, "a", 1));
-    assert_true(sbf_check(f->sbf, sbf_hash_key("x", 1)) == false); /* still valid memory */
+    assert_int_equal(atomic_load(&f->refs), 1);
+    assert_true(sbf_check(f->obj, sbf_hash_key("x", 1)) == false); /* still valid memory */
     filter_unref(f);                                               /* freed here (ASan) */
 
     f = put(r, "b");
@@ -103,32 +111,57 @@ static void test_refcount(void **state)
     filter_ref(f);
     registry_replace(r, f, fresh);
     filter_unref(fresh);
-    assert_ptr_equal(registry_get(r, "b", 1), fresh);
+    struct filter *got = registry_get(r, "b", 1);
+    assert_ptr_equal(got, fresh);
+    assert_int_equal(atomic_load(&got->refs), 2); /* the table's and ours */
+    filter_unref(got);
+    assert_int_equal(atomic_load(&fresh->refs), 1); /* the table's */
     assert_false(atomic_load(&f->dropped));
     assert_int_equal(atomic_load(&f->refs), 1);
     filter_unref(f);
     registry_free(r);
 }
 
-static void mark(struct sbf *s, void *arg)
+struct mark {
+    struct filter *want;
+    int calls;
+};
+
+static void mark(struct filter *f, void *arg)
 {
-    (void)s;
-    *(int *)arg += 1;
+    struct mark *m = arg;
+    assert_ptr_equal(f, m->want);
+    m->calls++;
 }
 
+/* The caller holds exactly one reference (from registry_get); any other holder refuses. */
 static void test_exclusive(void **state)
 {
     (void)state;
     struct registry *r = registry_new();
-    struct filter *f = put(r, "x");
-    int calls = 0;
-    assert_true(registry_with_exclusive(r, f, mark, &calls));
-    assert_int_equal(calls, 1);
-    filter_ref(f);
-    assert_false(registry_with_exclusive(r, f, mark, &calls));
-    assert_int_equal(calls, 1);
+    put(r, "x");
+    struct filter *f = registry_get(r, "x", 1);
+    assert_non_null(f);
+    struct mark m = {.want = f};
+    assert_true(registry_with_exclusive(r, f, mark, &m));
+    assert_int_equal(m.calls, 1);
+    filter_ref(f); /* a snapshot holds it */
+    assert_false(registry_with_exclusive(r, f, mark, &m));
+    assert_int_equal(m.calls, 1);
     filter_unref(f);
-    assert_true(registry_with_exclusive(r, f, mark, &calls));
+    assert_true(registry_with_exclusive(r, f, mark, &m));
+    assert_int_equal(m.calls, 2);
+    /* A collector's references count as holders too. */
+    struct filter **all;
+    size_t n;
+    assert_int_equal(registry_collect(r, NULL, 0, &all, &n), REGISTRY_OK);
+    assert_int_equal(n, 1);
+    assert_false(registry_with_exclusive(r, f, mark, &m));
+    filter_unref(all[0]);
+    free(all);
+    assert_true(registry_with_exclusive(r, f, mark, &m));
+    assert_int_equal(m.calls, 3);
+    filter_unref(f);
     registry_free(r);
 }
 

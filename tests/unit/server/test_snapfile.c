@@ -3,6 +3,7 @@
  * failures that must leave the previous snapshot byte-identical (a refused keep(), a
  * directory in the tmp file's place, a file size limit), removal, and the start-up scan
  * that loads good files and sets every kind of damaged one aside without deleting it.
+ * Files are written in the v3 container (kind sbf here); v2 files written by 0.1.0 load.
  */
 #include <setjmp.h> /* cmocka needs these first */
 #include <stdarg.h>
@@ -25,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/container.h"
+#include "lib/kind.h"
 #include "lib/sbf.h"
 #include "server/snapfile.h"
 
@@ -32,7 +35,8 @@
 
 struct loaded {
     char name[160];
-    struct sbf *f;
+    struct sbf *f; /* the obj of kind_sbf */
+    struct container_header hdr;
     uint64_t bytes;
     int64_t mtime;
 };
@@ -90,18 +94,22 @@ static int teardown(void **state)
     return 0;
 }
 
-static int on_loaded(void *ctx, const char *name, struct sbf *f, uint64_t bytes, int64_t mtime)
+static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, void *f,
+                     const struct container_header *hdr, uint64_t bytes, int64_t mtime)
 {
     struct fixture *fx = ctx;
+    assert_ptr_equal(ops, &kind_sbf); /* the only kind these tests write */
     if (fx->refuse_loaded) {
-        sbf_free(f);
+        ops->free(f);
         return fx->refuse_loaded;
     }
     assert_true(fx->nloaded < MAX_LOADED);
-    assert_int_equal(sbf_verify(f), 0); /* whatever the loader accepts is whole */
+    assert_int_equal(ops->verify(f), 0); /* whatever the loader accepts is whole */
+    assert_int_equal(hdr->tag, KIND_TAG_SBF);
     struct loaded *l = &fx->loaded[fx->nloaded++];
     snprintf(l->name, sizeof l->name, "%s", name);
     l->f = f;
+    l->hdr = *hdr;
     l->bytes = bytes;
     l->mtime = mtime;
     return 0;
@@ -207,17 +215,24 @@ static bool exists(const struct fixture *fx, const char *file)
     return stat(path_of(fx, file, path, sizeof path), &st) == 0;
 }
 
-static void write_ok(struct fixture *fx, const char *name, const struct sbf *f)
+/* Writes f as <name>.bloom recording journal position pos; checks the size. */
+static void write_at(struct fixture *fx, const char *name, const struct sbf *f, uint64_t pos)
 {
     struct snapfile_error err;
     uint64_t bytes = 0;
     char path[512], file[200];
     struct stat st;
-    assert_int_equal(snapfile_write(fx->dir, name, f, NULL, NULL, &bytes, &err), 0);
+    assert_int_equal(snapfile_write(fx->dir, name, &kind_sbf, f, pos, NULL, NULL, &bytes, &err), 0);
     snprintf(file, sizeof file, "%s.bloom", name);
     assert_int_equal(stat(path_of(fx, file, path, sizeof path), &st), 0);
     assert_int_equal((uint64_t)st.st_size, bytes);
-    assert_int_equal(bytes, sbf_encoded_size(f));
+    assert_int_equal(bytes, container_encoded_size(&kind_sbf, f));
+    assert_int_equal(bytes, CONTAINER_HEADER_BYTES + sbf_encoded_size(f));
+}
+
+static void write_ok(struct fixture *fx, const char *name, const struct sbf *f)
+{
+    write_at(fx, name, f, 0);
 }
 
 static void test_round_trip(void **state)
@@ -230,7 +245,7 @@ static void test_round_trip(void **state)
     sbf_info(b, &ib);
     assert_true(ib.stages >= 3);
     write_ok(fx, "alpha", a);
-    write_ok(fx, "beta.v2_x-y", b);
+    write_at(fx, "beta.v2_x-y", b, 0x123456789abcull);
     assert_false(exists(fx, "alpha.bloom.tmp"));
 
     struct snapfile_error err;
@@ -248,7 +263,11 @@ static void test_round_trip(void **state)
     assert_int_equal(lb.stages, ib.stages);
     assert_int_equal(lb.items, ib.items);
     assert_int_equal(lb.capacity, ib.capacity);
-    assert_int_equal(lbf->bytes, sbf_encoded_size(b));
+    assert_int_equal(lbf->bytes, container_encoded_size(&kind_sbf, b));
+    assert_int_equal(la->hdr.version, CONTAINER_VERSION);
+    assert_int_equal(la->hdr.journal_pos, 0);
+    assert_int_equal(lbf->hdr.version, CONTAINER_VERSION);
+    assert_int_equal(lbf->hdr.journal_pos, 0x123456789abcull);
     time_t now = time(NULL);
     assert_true(lbf->mtime <= (int64_t)now && lbf->mtime >= (int64_t)now - 60);
     sbf_free(a);
@@ -302,7 +321,7 @@ static void check_failure_keeps_old(struct fixture *fx,
 static int fail_by_keep(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
 {
     int calls = 0;
-    int rc = snapfile_write(fx->dir, "keep", f, refuse, &calls, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, refuse, &calls, NULL, err);
     assert_int_equal(rc, SNAPFILE_EABANDONED);
     assert_int_equal(err->step, SNAPFILE_STEP_ABANDON);
     assert_int_equal(calls, 1);
@@ -319,7 +338,7 @@ static int fail_by_dir(struct fixture *fx, const struct sbf *f, struct snapfile_
 {
     char path[512], msg[256];
     assert_int_equal(mkdir(path_of(fx, "keep.bloom.tmp", path, sizeof path), 0755), 0);
-    int rc = snapfile_write(fx->dir, "keep", f, NULL, NULL, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, NULL, NULL, NULL, err);
     assert_int_equal(rc, SNAPFILE_ESYS);
     assert_int_equal(err->step, SNAPFILE_STEP_CREATE);
     assert_int_equal(err->sys, EISDIR);
@@ -344,7 +363,7 @@ static int fail_by_symlink(struct fixture *fx, const struct sbf *f, struct snapf
     path_of(fx, "victim", victim, sizeof victim);
     spit(victim, (const unsigned char *)"precious", 8);
     assert_int_equal(symlink(victim, path_of(fx, "keep.bloom.tmp", path, sizeof path)), 0);
-    int rc = snapfile_write(fx->dir, "keep", f, NULL, NULL, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, NULL, NULL, NULL, err);
     assert_int_equal(rc, SNAPFILE_ESYS);
     assert_int_equal(err->step, SNAPFILE_STEP_CREATE);
     assert_int_equal(err->sys, ELOOP);
@@ -373,10 +392,10 @@ static int fail_by_fsize(struct fixture *fx, const struct sbf *f, struct snapfil
     char msg[256];
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
     lim = old;
-    lim.rlim_cur = sbf_encoded_size(f) / 2;
+    lim.rlim_cur = container_encoded_size(&kind_sbf, f) / 2;
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    int rc = snapfile_write(fx->dir, "keep", f, NULL, NULL, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, NULL, NULL, NULL, err);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
     signal(SIGXFSZ, prev);
     assert_int_equal(rc, SNAPFILE_ESYS);
@@ -401,7 +420,7 @@ static void test_bad_name_and_dir(void **state)
     const char *bad[] = {"", ".hidden", "a/b", "..", "sp ace", "tab\t"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_false(snapfile_name_valid(bad[i]));
-        assert_int_equal(snapfile_write(fx->dir, bad[i], f, NULL, NULL, NULL, &err),
+        assert_int_equal(snapfile_write(fx->dir, bad[i], &kind_sbf, f, 0, NULL, NULL, NULL, &err),
                          SNAPFILE_ENAME);
         assert_int_equal(snapfile_remove(fx->dir, bad[i], &err), SNAPFILE_ENAME);
     }
@@ -417,7 +436,8 @@ static void test_bad_name_and_dir(void **state)
 
     char missing[128];
     snprintf(missing, sizeof missing, "%s/no/such/dir", fx->dir);
-    assert_int_equal(snapfile_write(missing, "x", f, NULL, NULL, NULL, &err), SNAPFILE_ESYS);
+    assert_int_equal(snapfile_write(missing, "x", &kind_sbf, f, 0, NULL, NULL, NULL, &err),
+                     SNAPFILE_ESYS);
     assert_int_equal(err.step, SNAPFILE_STEP_OPENDIR);
     assert_int_equal(err.sys, ENOENT);
     assert_string_equal(err.file, missing);
@@ -699,7 +719,7 @@ static void test_write_while_adding(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, add_loop, &a), 0);
     struct snapfile_error err;
-    int rc = snapfile_write(fx->dir, "live", a.f, NULL, NULL, NULL, &err);
+    int rc = snapfile_write(fx->dir, "live", &kind_sbf, a.f, 0, NULL, NULL, NULL, &err);
     atomic_store(&a.stop, true);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(rc, 0);
@@ -709,6 +729,50 @@ static void test_write_while_adding(void **state)
     assert_has_keys(fx->loaded[0].f, "early", 50000);
     assert_has_keys(a.f, "late", a.added);
     sbf_free(a.f);
+}
+
+/* The v2 files bloomd 0.1.0 wrote (tests/fixtures/v2, run from the repository root) load
+ * as kind sbf with a v2 header; rewritten, they come back as v3 with the same content. */
+static void test_load_v2_fixtures(void **state)
+{
+    struct fixture *fx = *state;
+    static const char *const names[] = {"v2empty", "v2grown", "v2plain"};
+    char src[256], dst[512], file[64];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t len;
+        snprintf(src, sizeof src, "tests/fixtures/v2/%s.bloom", names[i]);
+        unsigned char *buf = slurp(src, &len);
+        snprintf(file, sizeof file, "%s.bloom", names[i]);
+        spit(path_of(fx, file, dst, sizeof dst), buf, len);
+        free(buf);
+    }
+    struct snapfile_error err;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nreports, 0);
+    assert_int_equal(fx->nloaded, 3);
+    struct sbf_info before[3];
+    for (size_t i = 0; i < 3; i++) {
+        struct loaded *l = find_loaded(fx, names[i]);
+        assert_non_null(l);
+        assert_int_equal(l->hdr.version, 2);
+        assert_int_equal(l->hdr.journal_pos, 0);
+        sbf_info(l->f, &before[i]);
+        write_ok(fx, names[i], l->f);
+    }
+    for (size_t i = 0; i < fx->nloaded; i++)
+        sbf_free(fx->loaded[i].f);
+    fx->nloaded = 0;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 3);
+    for (size_t i = 0; i < 3; i++) {
+        struct loaded *l = find_loaded(fx, names[i]);
+        struct sbf_info after;
+        assert_int_equal(l->hdr.version, CONTAINER_VERSION);
+        sbf_info(l->f, &after);
+        assert_int_equal(after.items, before[i].items);
+        assert_int_equal(after.stages, before[i].stages);
+        assert_int_equal(after.capacity, before[i].capacity);
+    }
 }
 
 int main(void)
@@ -728,6 +792,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_skips_foreign_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_while_adding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_v2_fixtures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * test_snapshot.c - unit tests of the snapshot thread (server/snapshot.c) with a real
  * event loop and registry but no sockets: dirty tracking, FIFO order of writes and
  * deletes, failures that keep the filter dirty and are retried, failed deletes reported
- * to the caller, the final snapshot at stop, and loading it back clean.
+ * to the caller, the final snapshot at stop, and loading it back clean (recover.c). The
+ * test owns the event loop the job thread hands its answers to, as a worker would.
  */
 #include <setjmp.h> /* cmocka needs these first */
 #include <stdarg.h>
@@ -19,9 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/kind.h"
 #include "lib/sbf.h"
 #include "server/config.h"
 #include "server/log.h"
+#include "server/recover.h"
 #include "server/registry.h"
 #include "server/server.h"
 #include "server/snapshot.h"
@@ -29,8 +32,9 @@
 struct fixture {
     char dir[64];
     struct server srv;
-    int calls;    /* done callbacks seen */
-    int last_err; /* of the last one */
+    struct event_base *base; /* the loop the snapshotter answers on; outlives srv */
+    int calls;               /* done callbacks seen */
+    int last_err;            /* of the last one */
     char last_why[256];
 };
 
@@ -41,10 +45,11 @@ static void start(struct fixture *fx)
     snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", fx->dir);
     cfg.snapshot_interval = 0;
     assert_int_equal(server_init(&fx->srv, &cfg), SERVER_OK);
-    fx->srv.base = event_base_new();
-    assert_non_null(fx->srv.base);
-    assert_int_equal(snapshot_load(&fx->srv), 0);
-    assert_int_equal(snapshot_start(&fx->srv), 0);
+    if (fx->base == NULL)
+        fx->base = event_base_new();
+    assert_non_null(fx->base);
+    assert_int_equal(recover_load(&fx->srv), 0);
+    assert_int_equal(snapshot_start(&fx->srv, fx->base), 0);
     assert_non_null(fx->srv.snap);
 }
 
@@ -69,7 +74,8 @@ static void remove_files(const char *dir)
 static int teardown(void **state)
 {
     struct fixture *fx = *state;
-    server_destroy(&fx->srv);
+    server_destroy(&fx->srv); /* stops the snapshotter, which still needs the loop */
+    event_base_free(fx->base);
     remove_files(fx->dir);
     free(fx);
     return 0;
@@ -81,16 +87,16 @@ static void on_done(void *arg, int err, const char *why)
     fx->calls++;
     fx->last_err = err;
     snprintf(fx->last_why, sizeof fx->last_why, "%s", why);
-    event_base_loopbreak(fx->srv.base);
+    event_base_loopbreak(fx->base);
 }
 
 /* Runs the loop until `calls` done callbacks were seen in all (10 s guard). */
 static void wait_for(struct fixture *fx, int calls)
 {
     struct timeval guard = {.tv_sec = 10};
-    event_base_loopexit(fx->srv.base, &guard);
-    while (fx->calls < calls && event_base_dispatch(fx->srv.base) == 0 &&
-           !event_base_got_exit(fx->srv.base))
+    event_base_loopexit(fx->base, &guard);
+    while (fx->calls < calls && event_base_dispatch(fx->base) == 0 &&
+           !event_base_got_exit(fx->base))
         ;
     assert_int_equal(fx->calls, calls);
 }
@@ -110,7 +116,8 @@ static struct sbf_hash hash_of(const char *prefix, int i)
     return sbf_hash_key(key, (size_t)n);
 }
 
-/* Creates and registers a filter with keys prefix0..prefix(n-1); borrowed from the table. */
+/* Creates and registers a filter with keys prefix0..prefix(n-1); borrowed from the table
+ * (valid while it is there). */
 static struct filter *make(struct fixture *fx, const char *name, const char *prefix, int n)
 {
     struct sbf_params p;
@@ -120,7 +127,7 @@ static struct filter *make(struct fixture *fx, const char *name, const char *pre
     assert_int_equal(sbf_new(&p, &fx->srv.budget.sbf, &s), 0);
     for (int i = 0; i < n; i++)
         assert_int_equal(sbf_add(s, hash_of(prefix, i), NULL), 0);
-    struct filter *f = filter_new(name, strlen(name), s);
+    struct filter *f = filter_new(name, strlen(name), &kind_sbf, s);
     assert_non_null(f);
     assert_int_equal(registry_put(fx->srv.reg, f), REGISTRY_OK);
     filter_unref(f);
@@ -130,7 +137,7 @@ static struct filter *make(struct fixture *fx, const char *name, const char *pre
 static void add(struct filter *f, const char *prefix, int n)
 {
     for (int i = 0; i < n; i++)
-        assert_int_equal(sbf_add(f->sbf, hash_of(prefix, i), NULL), 0);
+        assert_int_equal(sbf_add(f->obj, hash_of(prefix, i), NULL), 0);
     filter_touch(f);
 }
 
@@ -253,13 +260,18 @@ static void test_stop_writes_and_load_restores(void **state)
     g = registry_get(fx->srv.reg, "grown", 5);
     assert_non_null(k);
     assert_non_null(g);
+    assert_ptr_equal(k->ops, &kind_sbf);
+    assert_ptr_equal(g->ops, &kind_sbf);
     for (int i = 0; i < 500; i++)
-        assert_true(sbf_check(k->sbf, hash_of("k", i)));
+        assert_true(sbf_check(k->obj, hash_of("k", i)));
     for (int i = 0; i < 3000; i++)
-        assert_true(sbf_check(g->sbf, hash_of("h", i)));
+        assert_true(sbf_check(g->obj, hash_of("h", i)));
     /* Loaded means clean, with the file's time. */
     assert_int_equal(atomic_load(&g->changes), 0);
+    assert_int_equal(atomic_load(&k->changes), 0);
     assert_true(atomic_load(&g->saved_at) > 0);
+    filter_unref(k);
+    filter_unref(g);
     assert_int_equal(flush(fx, NULL), 0);
     assert_int_equal(stats(fx).written, 0);
 }
@@ -287,7 +299,8 @@ static void test_stop_with_answers_pending(void **state)
     f = registry_get(fx->srv.reg, "flushed", 7);
     assert_non_null(f);
     for (int i = 0; i < 100; i++)
-        assert_true(sbf_check(f->sbf, hash_of("g", i)));
+        assert_true(sbf_check(f->obj, hash_of("g", i)));
+    filter_unref(f);
 }
 
 int main(void)
