@@ -461,7 +461,7 @@ static void test_misc(void **state)
     assert_non_null(strstr(r, "STAT memory_bytes "));
     assert_null(strstr(r, "STAT memory_bytes 0\r\n"));
     assert_true(strlen(r) > 5 && strcmp(r + strlen(r) - 5, "END\r\n") == 0);
-    assert_string_equal(run("NOPE"), "ERROR\r\n");
+    assert_string_equal(run("NOPE"), "ERROR unknown command 'NOPE'\r\n");
 }
 
 /* With a 256 KiB budget: CREATE and growth fail cleanly, data stays intact. */
