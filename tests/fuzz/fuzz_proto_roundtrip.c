@@ -145,8 +145,8 @@ static void build(struct source *s, struct line *l, struct expect *e)
         put(l, "  ", 2);
     put_cmd(l, s, e->cmd);
     bool optional_name = e->cmd == PROTO_CMD_LIST || e->cmd == PROTO_CMD_FLUSH;
-    bool no_name =
-        e->cmd == PROTO_CMD_STATS || e->cmd == PROTO_CMD_VERSION || e->cmd == PROTO_CMD_QUIT;
+    bool no_name = e->cmd == PROTO_CMD_STATS || e->cmd == PROTO_CMD_VERSION ||
+                   e->cmd == PROTO_CMD_HELP || e->cmd == PROTO_CMD_QUIT;
     if (!no_name && (!optional_name || (take(s) & 1))) {
         put_spaces(l, s);
         e->name_len = make_name(s, e->name);
