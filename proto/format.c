@@ -63,6 +63,11 @@ static void append(struct proto_buf *b, const char *s, size_t n)
     b->len += n;
 }
 
+void proto_buf_append(struct proto_buf *b, const char *s, size_t n)
+{
+    append(b, s, n);
+}
+
 static void append_str(struct proto_buf *b, const char *s)
 {
     append(b, s, strlen(s));

@@ -63,6 +63,8 @@ struct proto_buf {
 
 void proto_buf_free(struct proto_buf *b);
 void proto_buf_reset(struct proto_buf *b); /* len = 0, failed = false; keeps the memory */
+/* Appends s[0..n) as they are (for replies built from pieces, e.g. memcache.c). */
+void proto_buf_append(struct proto_buf *b, const char *s, size_t n);
 
 /* Each appends one complete reply line ending in "\r\n"; text arguments must not hold \r or \n. */
 void proto_reply_word(struct proto_buf *b, const char *word); /* "CREATED" */
