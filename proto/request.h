@@ -61,10 +61,10 @@ struct proto_create {
     uint64_t capacity; /* 1..PROTO_MAX_CAPACITY */
     double error;      /* in (0, 1) */
     enum proto_growth growth;
-    double scale; /* > 0, finite; range checked by the server */
-    double ratio; /* in (0, 1) */
-    uint64_t window_ms;    /* > 0 */
-    uint32_t generations;  /* 2..16 */
+    double scale;         /* > 0, finite; range checked by the server */
+    double ratio;         /* in (0, 1) */
+    uint64_t window_ms;   /* > 0 */
+    uint32_t generations; /* 2..16 */
     enum proto_kind kind;
 };
 
