@@ -58,7 +58,7 @@ static const struct opt_def opts[] = {
     {"max_line", OPT_SIZE, F(max_line), 64, GIB, false, "BYTES",
      "longest request line (K/M/G suffixes)"},
     {"max_memory", OPT_SIZE, F(max_memory), 0, KIB *KIB *GIB, false, "BYTES",
-     "filter memory limit, 0 = physical memory"},
+     "filter memory limit, 0 = 75% of RAM or cgroup limit"},
     {"max_output", OPT_SIZE, F(max_output), 4096, GIB, false, "BYTES",
      "unread reply bytes per client before it is not read"},
     {"idle_timeout", OPT_UINT, F(idle_timeout), 0, 31536000, false, "SEC",
