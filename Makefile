@@ -215,7 +215,7 @@ uninstall:
 	    $(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service \
 	    $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
 	rm -rf $(DESTDIR)$(DOCDIR)
-	-rmdir $(DESTDIR)$(SYSCONFDIR)/bloomd 2>/dev/null
+	rmdir $(DESTDIR)$(SYSCONFDIR)/bloomd 2>/dev/null || true
 
 # The Python client for the system Python, as plain files plus a .dist-info (so
 # importlib.metadata and `pip list` see it): no pip, no build backend, works offline.
