@@ -27,6 +27,7 @@
  * charges to us too.
  */
 #define AUTO_MEMORY_PERCENT 75
+#define AUTO_MEMORY(limit) ((limit) - (limit) / 4) /* AUTO_MEMORY_PERCENT, exact for 2^n */
 
 /*
  * max_memory 0: AUTO_MEMORY_PERCENT of the smaller of physical memory and the cgroup
@@ -48,7 +49,7 @@ static void size_memory(struct config *cfg)
     uint64_t limit = by_cgroup ? cg.limit : phys;
 
     if (cfg->max_memory != 0) {
-        if (by_cgroup && cfg->max_memory > limit / 100 * AUTO_MEMORY_PERCENT)
+        if (by_cgroup && cfg->max_memory > AUTO_MEMORY(limit))
             log_msg(LOG_WARN,
                     "max_memory %llu is above %d%% of the cgroup v%d memory limit %llu (%s): "
                     "the kernel may kill bloomd before a CREATE is refused",
@@ -58,7 +59,7 @@ static void size_memory(struct config *cfg)
     }
     if (limit == UINT64_MAX)
         return; /* nothing known: budget_init falls back to physical memory */
-    cfg->max_memory = limit / 100 * AUTO_MEMORY_PERCENT;
+    cfg->max_memory = AUTO_MEMORY(limit);
     if (by_cgroup)
         log_msg(LOG_INFO,
                 "max_memory 0: using %llu bytes, %d%% of the cgroup v%d memory limit "
