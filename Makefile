@@ -11,6 +11,19 @@ FUZZ_SMOKE_SECONDS ?= 5
 PORT ?= 8673
 RUN_ARGS ?=
 
+# `make install`: the GNU directory variables; DESTDIR is prepended to every path (staging).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SYSCONFDIR ?= $(PREFIX)/etc
+DATAROOTDIR ?= $(PREFIX)/share
+MANDIR ?= $(DATAROOTDIR)/man
+DOCDIR ?= $(DATAROOTDIR)/doc/bloomd
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+# `make install-python`: the client into the system Python's path (Debian's dist-packages,
+# which /usr/local/lib/python3.X/dist-packages and /usr/lib/python3/dist-packages are).
+PYTHON_SITE ?= $(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
+PY_CLIENT_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' clients/python/pyproject.toml)
+
 REL := build/rel
 ASAN := build/asan
 FUZZ := build/fuzz
@@ -67,7 +80,8 @@ DEPS_TEST := build/.deps-test
 DEPS_BENCH := build/.deps-bench
 
 .PHONY: all run test unit integration fuzz fuzz-smoke format format-check bench bench-lib \
-        bench-proto bench-net bench-snapshot docker-test clean
+        bench-proto bench-net bench-snapshot docker-test clean install uninstall install-python \
+        uninstall-python
 .DEFAULT_GOAL := all
 
 all: build/bloomd $(BENCHES)
@@ -175,6 +189,53 @@ bench-snapshot: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 docker-test:
 	scripts/deps.sh docker
 	docker/test.sh
+
+# ---- installing ----
+# The daemon, its man page, the example config (also as $(SYSCONFDIR)/bloomd/bloomd.conf
+# unless one is there: an edited config is never overwritten) and the systemd unit with
+# this installation's paths. `make uninstall` removes them all but bloomd.conf.
+install: build/bloomd
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR) \
+	    $(DESTDIR)$(SYSCONFDIR)/bloomd $(DESTDIR)$(SYSTEMDUNITDIR)
+	install -m 755 build/bloomd $(DESTDIR)$(BINDIR)/bloomd
+	sed -e 's|/usr/local/etc|$(SYSCONFDIR)|g' -e 's|/usr/local/share/doc/bloomd|$(DOCDIR)|g' \
+	    man/bloomd.8 >$(DESTDIR)$(MANDIR)/man8/bloomd.8
+	chmod 644 $(DESTDIR)$(MANDIR)/man8/bloomd.8
+	install -m 644 bloomd.conf.example README.md CHANGELOG.md LICENSE proto/PROTOCOL.md \
+	    $(DESTDIR)$(DOCDIR)/
+	install -m 644 bloomd.conf.example $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
+	[ -e $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf ] || \
+	    install -m 644 bloomd.conf.example $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/bloomd.service \
+	    >$(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/bloomd $(DESTDIR)$(MANDIR)/man8/bloomd.8 \
+	    $(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service \
+	    $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
+	rm -rf $(DESTDIR)$(DOCDIR)
+	rmdir $(DESTDIR)$(SYSCONFDIR)/bloomd 2>/dev/null || true
+
+# The Python client for the system Python, as plain files plus a .dist-info (so
+# importlib.metadata and `pip list` see it): no pip, no build backend, works offline.
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITE)/bloomd_client \
+	    $(DESTDIR)$(PYTHON_SITE)/bloomd_client-$(PY_CLIENT_VERSION).dist-info
+	install -m 644 clients/python/src/bloomd_client/*.py clients/python/src/bloomd_client/py.typed \
+	    $(DESTDIR)$(PYTHON_SITE)/bloomd_client/
+	printf 'Metadata-Version: 2.1\nName: bloomd-client\nVersion: %s\nRequires-Python: >=3.9\n' \
+	    '$(PY_CLIENT_VERSION)' >$(DESTDIR)$(PYTHON_SITE)/bloomd_client-$(PY_CLIENT_VERSION).dist-info/METADATA
+	echo make >$(DESTDIR)$(PYTHON_SITE)/bloomd_client-$(PY_CLIENT_VERSION).dist-info/INSTALLER
+	cd $(DESTDIR)$(PYTHON_SITE) && for f in bloomd_client/* bloomd_client-$(PY_CLIENT_VERSION).dist-info/*; do \
+	    echo "$$f,,"; done >bloomd_client-$(PY_CLIENT_VERSION).dist-info/RECORD && \
+	    echo "bloomd_client-$(PY_CLIENT_VERSION).dist-info/RECORD,," \
+	    >>bloomd_client-$(PY_CLIENT_VERSION).dist-info/RECORD
+	$(PYTHON) -m compileall -q -d $(PYTHON_SITE)/bloomd_client $(DESTDIR)$(PYTHON_SITE)/bloomd_client
+
+uninstall-python:
+	rm -rf $(DESTDIR)$(PYTHON_SITE)/bloomd_client \
+	    $(DESTDIR)$(PYTHON_SITE)/bloomd_client-$(PY_CLIENT_VERSION).dist-info
 
 clean:
 	rm -rf build

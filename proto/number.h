@@ -13,6 +13,15 @@
 int proto_parse_u64(const char *s, size_t len, uint64_t *out);
 
 /*
+ * A count, as for capacity=: an exact non-negative integer written as decimal digits
+ * ("1000000"), optionally with a fraction and a decimal exponent ("1e6", "2.5e3") or with
+ * one SI suffix k/K, M or G (powers of 1000: "1M" = 1000000, "1.5k" = 1500), at most 64
+ * bytes. Signs are refused, and so is any form whose value is not a whole number ("1.5",
+ * "1e-1") or exceeds UINT64_MAX. Returns 0 or PROTO_ERR_NUMBER.
+ */
+int proto_parse_count(const char *s, size_t len, uint64_t *out);
+
+/*
  * A finite decimal: [+-] digits [. digits] [e|E [+-] digits], with at least one digit
  * before or after the point, at most 64 bytes. Returns 0 or PROTO_ERR_NUMBER (also when
  * the value overflows to infinity; an underflow to 0 is returned as 0).

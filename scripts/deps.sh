@@ -8,8 +8,8 @@ for kind in "$@"; do
     case "$kind" in
     build) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev) ;;
     test) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev libcmocka-dev
-                 python3 python3-pytest clang libclang-rt-14-dev clang-format nutcracker
-                 python3-pymemcache) ;;
+                 python3 python3-pytest python3-venv python3-wheel-whl groff-base clang
+                 libclang-rt-14-dev clang-format nutcracker python3-pymemcache) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
                   redis-server memcached coreutils) ;;
     docker) want+=(podman buildah debootstrap runc slirp4netns uidmap) ;;

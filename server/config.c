@@ -2,7 +2,8 @@
  * config.c - option table, value parsers and the four sources (defaults < INI file <
  * BLOOMD_* environment < flags). One table drives all sources and --help, so an option
  * cannot exist in one place and be missing in another. Sizes accept K/M/G/T suffixes
- * (powers of 1024).
+ * (powers of 1024); counts are parsed by proto_parse_count, exactly as CREATE's
+ * capacity= is (1000000, 1e6, 1M: powers of 1000).
  */
 #include "server/config.h"
 
@@ -17,12 +18,13 @@
 #include <strings.h>
 
 #include "lib/sbf.h"
+#include "proto/number.h"
 #include "server/log.h"
 
 enum opt_kind {
     OPT_UINT,  /* unsigned, decimal */
     OPT_SIZE,  /* uint64_t, decimal with optional K/M/G/T suffix */
-    OPT_COUNT, /* uint64_t, decimal */
+    OPT_COUNT, /* uint64_t, proto_parse_count: 1000000, 1e6, 1M */
     OPT_STR,   /* char array */
     OPT_FRAC,  /* double in (0, 1) */
     OPT_LEVEL, /* log level name */
@@ -56,7 +58,7 @@ static const struct opt_def opts[] = {
     {"max_line", OPT_SIZE, F(max_line), 64, GIB, false, "BYTES",
      "longest request line (K/M/G suffixes)"},
     {"max_memory", OPT_SIZE, F(max_memory), 0, KIB *KIB *GIB, false, "BYTES",
-     "filter memory limit, 0 = physical memory"},
+     "filter memory limit, 0 = 75% of RAM or cgroup limit"},
     {"max_output", OPT_SIZE, F(max_output), 4096, GIB, false, "BYTES",
      "unread reply bytes per client before it is not read"},
     {"idle_timeout", OPT_UINT, F(idle_timeout), 0, 31536000, false, "SEC",
@@ -65,7 +67,7 @@ static const struct opt_def opts[] = {
     {"log_file", OPT_STR, F(log_file), 0, 0, true, "FILE",
      "log file (SIGHUP reopens it), empty = stderr"},
     {"default_capacity", OPT_COUNT, F(default_capacity), 1, SBF_MAX_CAPACITY, false, "N",
-     "CREATE capacity when not given"},
+     "CREATE capacity when not given (1e6, 1M allowed)"},
     {"default_error", OPT_FRAC, F(default_error), 0, 0, false, "P",
      "CREATE error rate when not given, in (0, 1)"},
 };
@@ -174,12 +176,16 @@ static int set_value(struct config *c, const struct opt_def *o, const char *valu
     case OPT_SIZE:
         if (o->kind == OPT_SIZE)
             ok = parse_size(value, &v);
+        else if (o->kind == OPT_COUNT)
+            ok = proto_parse_count(value, strlen(value), &v) == 0;
         else
             ok = parse_u64(value, &v, &end) && *end == '\0';
         ok = ok && v >= o->min && v <= o->max;
         snprintf(range, sizeof(range), "an integer%s from %llu to %llu",
-                 o->kind == OPT_SIZE ? " (K/M/G suffix allowed)" : "", (unsigned long long)o->min,
-                 (unsigned long long)o->max);
+                 o->kind == OPT_SIZE    ? " (K/M/G suffix allowed)"
+                 : o->kind == OPT_COUNT ? " (1e6, 1k/1M/1G allowed)"
+                                        : "",
+                 (unsigned long long)o->min, (unsigned long long)o->max);
         want = range;
         if (ok && o->kind == OPT_UINT)
             *(unsigned *)(void *)field = (unsigned)v;

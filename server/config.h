@@ -20,7 +20,7 @@ struct config {
     unsigned snapshot_interval;     /* seconds between snapshots, 0 = only on demand */
     unsigned max_connections;       /* concurrent clients */
     uint64_t max_line;              /* bytes in one request line, terminator included */
-    uint64_t max_memory;            /* bytes of filter bits, 0 = physical memory */
+    uint64_t max_memory;            /* bytes of filter bits, 0 = sized by main.c (cgroup) */
     uint64_t max_output;            /* unsent reply bytes before we stop reading a client */
     unsigned idle_timeout;          /* seconds before an idle client is closed, 0 = never */
     int log_level;                  /* enum log_level */

@@ -1,23 +1,82 @@
 /*
  * main.c - the bloomd executable: reads the configuration, answers --help, --version
- * and --ping, opens the log, then runs the server until SIGTERM/SIGINT. Exit status:
- * 0 after a clean stop, 1 on a runtime failure, 2 on a configuration error.
+ * and --ping, opens the log, takes the data directory (lock, writability), sizes
+ * max_memory 0 from the machine and its cgroup, then runs the server until
+ * SIGTERM/SIGINT. Exit status: 0 after a clean stop, 1 on a runtime failure, 2 on a
+ * configuration error, a data directory in use by another bloomd, or one not writable.
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "server/cgroup.h"
 #include "server/config.h"
+#include "server/datadir.h"
 #include "server/log.h"
 #include "server/ping.h"
 #include "server/server.h"
+
+/*
+ * The share of the memory limit that max_memory 0 gives to filters. The rest is for what
+ * the budget does not count: connection buffers (up to max_output per client), the
+ * process itself, and the page cache that snapshots are written through, which a cgroup
+ * charges to us too.
+ */
+#define AUTO_MEMORY_PERCENT 75
+#define AUTO_MEMORY(limit) ((limit) - (limit) / 4) /* AUTO_MEMORY_PERCENT, exact for 2^n */
+
+/*
+ * max_memory 0: AUTO_MEMORY_PERCENT of the smaller of physical memory and the cgroup
+ * limit, so that in a container a CREATE too large is refused with SERVER_ERROR instead
+ * of the kernel killing the daemon. A set max_memory is kept, with a warning when the
+ * cgroup would kill us first. Logs the figure and where it came from.
+ */
+static void size_memory(struct config *cfg)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    struct cgroup_memory cg;
+    int rc = cgroup_memory_limit("", &cg);
+    if (rc == CGROUP_EIO)
+        log_msg(LOG_WARN, "cgroup memory limit: %s: %s; using physical memory", cgroup_strerror(rc),
+                strerror(errno));
+    bool by_cgroup = rc == CGROUP_OK && cg.limit < phys;
+    uint64_t limit = by_cgroup ? cg.limit : phys;
+
+    if (cfg->max_memory != 0) {
+        if (by_cgroup && cfg->max_memory > AUTO_MEMORY(limit))
+            log_msg(LOG_WARN,
+                    "max_memory %llu is above %d%% of the cgroup v%d memory limit %llu (%s): "
+                    "the kernel may kill bloomd before a CREATE is refused",
+                    (unsigned long long)cfg->max_memory, AUTO_MEMORY_PERCENT, cg.version,
+                    (unsigned long long)limit, cg.file);
+        return;
+    }
+    if (limit == UINT64_MAX)
+        return; /* nothing known: budget_init falls back to physical memory */
+    cfg->max_memory = AUTO_MEMORY(limit);
+    if (by_cgroup)
+        log_msg(LOG_INFO,
+                "max_memory 0: using %llu bytes, %d%% of the cgroup v%d memory limit "
+                "%llu (%s)",
+                (unsigned long long)cfg->max_memory, AUTO_MEMORY_PERCENT, cg.version,
+                (unsigned long long)limit, cg.file);
+    else
+        log_msg(LOG_INFO, "max_memory 0: using %llu bytes, %d%% of physical memory %llu",
+                (unsigned long long)cfg->max_memory, AUTO_MEMORY_PERCENT,
+                (unsigned long long)limit);
+}
 
 int main(int argc, char **argv)
 {
     struct config cfg;
     enum config_action action;
-    char err[CONFIG_PATH_MAX + 256];
+    char err[CONFIG_PATH_MAX + 512];
     if (config_load(&cfg, argc, argv, &action, err, sizeof(err)) != CONFIG_OK) {
         fprintf(stderr, "bloomd: %s\n", err);
         return 2;
@@ -44,6 +103,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "bloomd: log_file %s: %s\n", cfg.log_file, strerror(errno));
         return 2;
     }
+    /* Before anything reads or writes snapshots: the directory is ours, and writable. */
+    struct datadir dd;
+    if (datadir_open(&dd, cfg.data_dir, err, sizeof(err)) != DATADIR_OK) {
+        log_msg(LOG_ERROR, "%s", err);
+        log_close();
+        return 2;
+    }
+    size_memory(&cfg);
     struct server srv;
     int rc = server_init(&srv, &cfg);
     if (rc == SERVER_OK)
@@ -51,6 +118,7 @@ int main(int argc, char **argv)
     else
         log_msg(LOG_ERROR, "out of memory at start-up");
     server_destroy(&srv);
+    datadir_close(&dd);
     log_close();
     return rc == SERVER_OK ? 0 : 1;
 }

@@ -28,7 +28,8 @@ def keys(prefix: str, n: int, start: int = 0) -> List[str]:
 
 
 def files(d: Path, pattern: str = "*") -> List[str]:
-    return sorted(p.name for p in d.glob(pattern))
+    """The data dir's files, without the daemon's LOCK (test_datadir.py covers that)."""
+    return sorted(p.name for p in d.glob(pattern) if p.name != "LOCK")
 
 
 # ---- restart, FLUSH, periodic ----

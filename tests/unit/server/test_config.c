@@ -92,6 +92,39 @@ static void test_flags_both_forms(void **state)
     assert_int_equal(c.log_level, LOG_DEBUG);
 }
 
+/* Counts take proto_parse_count's forms (powers of 1000); sizes keep binary suffixes. */
+static void test_count_forms(void **state)
+{
+    (void)state;
+    clear_env();
+    static const struct {
+        const char *in;
+        uint64_t want;
+    } cases[] = {{"1000000", 1000000}, {"1e6", 1000000}, {"1M", 1000000},
+                 {"2.5k", 2500},       {"10K", 10000},   {"1G", 1000000000}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config c;
+        enum config_action a;
+        char **argv = ARGV("--default-capacity", (char *)cases[i].in, "--max-memory", "1M");
+        assert_int_equal(load(5, argv, &c, &a), CONFIG_OK);
+        assert_true(c.default_capacity == cases[i].want);
+        assert_true(c.max_memory == UINT64_C(1) << 20);
+    }
+    setenv("BLOOMD_DEFAULT_CAPACITY", "5e5", 1);
+    struct config c;
+    enum config_action a;
+    char *v[] = {"bloomd", NULL};
+    assert_int_equal(load(1, v, &c, &a), CONFIG_OK);
+    assert_true(c.default_capacity == 500000);
+    static const char *const bad[] = {"1.5", "1e-3", "1m", "1Mi", "-1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("BLOOMD_DEFAULT_CAPACITY", bad[i], 1);
+        assert_int_equal(load(1, v, &c, &a), CONFIG_EINVAL);
+        assert_non_null(strstr(err, "BLOOMD_DEFAULT_CAPACITY"));
+    }
+    unsetenv("BLOOMD_DEFAULT_CAPACITY");
+}
+
 static void test_actions(void **state)
 {
     (void)state;
@@ -240,13 +273,10 @@ static void test_example_matches_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_flags_both_forms),
-        cmocka_unit_test(test_actions),
-        cmocka_unit_test(test_precedence),
-        cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_bad_files),
-        cmocka_unit_test(test_example_matches_defaults),
+        cmocka_unit_test(test_defaults),    cmocka_unit_test(test_flags_both_forms),
+        cmocka_unit_test(test_count_forms), cmocka_unit_test(test_actions),
+        cmocka_unit_test(test_precedence),  cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_bad_files),   cmocka_unit_test(test_example_matches_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

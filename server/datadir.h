@@ -1,0 +1,39 @@
+/*
+ * datadir.h - owning the data directory for the life of the process: created if
+ * missing, locked so that a second bloomd on the same directory refuses to start
+ * (their snapshots would overwrite each other), and probed for writability at start-up
+ * rather than at the first snapshot.
+ */
+#ifndef BLOOMD_SERVER_DATADIR_H
+#define BLOOMD_SERVER_DATADIR_H
+
+#include <stddef.h>
+
+/* The lock file inside the data directory; it holds the owner's pid as text. */
+#define DATADIR_LOCK_FILE "LOCK"
+
+struct datadir {
+    int lock_fd; /* open <dir>/LOCK holding an exclusive flock; -1 when closed */
+};
+
+enum datadir_err {
+    DATADIR_OK = 0,
+    DATADIR_EBUSY = -1,  /* another process holds the lock */
+    DATADIR_EACCES = -2, /* the directory cannot be created or written (permissions, ro fs) */
+    DATADIR_EIO = -3,    /* any other failure (not a directory, I/O error, ...) */
+};
+
+/*
+ * Creates dir and its missing parents, takes an exclusive, non-blocking flock on
+ * <dir>/LOCK (writing our pid into it), then creates and removes a probe file to prove
+ * the directory is writable. The lock lasts until datadir_close or process exit, and a
+ * crashed owner's lock goes with it (a stale LOCK file does not block a restart).
+ * Returns DATADIR_OK, or an enum datadir_err with a one-line message in err that names
+ * the directory, the cause and what to do (the other daemon's pid; the uid to chown to).
+ */
+int datadir_open(struct datadir *d, const char *dir, char *err, size_t errlen);
+
+/* Releases the lock (the LOCK file stays). Safe after a failed datadir_open and twice. */
+void datadir_close(struct datadir *d);
+
+#endif
