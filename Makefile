@@ -195,12 +195,12 @@ docker-test:
 # unless one is there: an edited config is never overwritten) and the systemd unit with
 # this installation's paths. `make uninstall` removes them all but bloomd.conf.
 install: build/bloomd
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR) \
 	    $(DESTDIR)$(SYSCONFDIR)/bloomd $(DESTDIR)$(SYSTEMDUNITDIR)
 	install -m 755 build/bloomd $(DESTDIR)$(BINDIR)/bloomd
 	sed -e 's|/usr/local/etc|$(SYSCONFDIR)|g' -e 's|/usr/local/share/doc/bloomd|$(DOCDIR)|g' \
-	    man/bloomd.8 >$(DESTDIR)$(MANDIR)/man8/bloomd.8
-	chmod 644 $(DESTDIR)$(MANDIR)/man8/bloomd.8
+	    man/bloomd.1 >$(DESTDIR)$(MANDIR)/man1/bloomd.1
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/bloomd.1
 	install -m 644 bloomd.conf.example README.md CHANGELOG.md LICENSE proto/PROTOCOL.md \
 	    $(DESTDIR)$(DOCDIR)/
 	install -m 644 bloomd.conf.example $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
@@ -211,7 +211,7 @@ install: build/bloomd
 	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/bloomd $(DESTDIR)$(MANDIR)/man8/bloomd.8 \
+	rm -f $(DESTDIR)$(BINDIR)/bloomd $(DESTDIR)$(MANDIR)/man1/bloomd.1 \
 	    $(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service \
 	    $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
 	rm -rf $(DESTDIR)$(DOCDIR)

@@ -280,7 +280,7 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
 
     switch (bit) {
     case PROTO_OPT_CAPACITY:
-        if (proto_parse_u64(val.ptr, val.len, &c->capacity) != 0)
+        if (proto_parse_count(val.ptr, val.len, &c->capacity) != 0)
             return fail(req, PROTO_ERR_NUMBER, "bad number", val);
         if (c->capacity < 1 || c->capacity > PROTO_MAX_CAPACITY)
             return fail(req, PROTO_ERR_OPTION, "capacity must be in 1..2^40", val);
@@ -292,8 +292,8 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
     case PROTO_OPT_SCALE:
         if (proto_parse_double(val.ptr, val.len, &c->scale) != 0)
             return fail(req, PROTO_ERR_NUMBER, "bad number", val);
-        if (!(c->scale > 0.0))
-            return fail(req, PROTO_ERR_OPTION, "scale must be > 0", val);
+        if (!(c->scale >= 1.0 && c->scale <= 64.0))
+            return fail(req, PROTO_ERR_OPTION, "scale must be between 1 and 64", val);
         return PROTO_OK;
     default: /* PROTO_OPT_GROWTH */
         if (slice_eq_nocase(val, "exponential"))

@@ -82,7 +82,7 @@ static void check_request(const struct proto_request *req, const char *lo, const
         if (c->set & PROTO_OPT_RATIO)
             CHECK(c->ratio > 0.0 && c->ratio < 1.0);
         if (c->set & PROTO_OPT_SCALE)
-            CHECK(c->scale > 0.0 && c->scale - c->scale == 0.0);
+            CHECK(c->scale >= 1.0 && c->scale <= 64.0);
     } else if (req->cmd == PROTO_CMD_INFO || req->cmd == PROTO_CMD_DROP ||
                req->cmd == PROTO_CMD_CLEAR) {
         CHECK(n == 0);

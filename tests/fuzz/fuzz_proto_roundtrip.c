@@ -122,7 +122,7 @@ static void put_create_options(struct line *l, struct source *s, struct expect *
                          e->create.growth == PROTO_GROWTH_LINEAR ? "linear" : "exponential");
             break;
         case PROTO_OPT_SCALE:
-            e->create.scale = frac * 100.0;
+            e->create.scale = 1.0 + frac * 63.0; /* the accepted range, [1, 64] */
             n = snprintf(tmp, sizeof(tmp), "scale=%.17g", e->create.scale);
             break;
         default:

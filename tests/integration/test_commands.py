@@ -202,7 +202,8 @@ def test_quit(client):
     ("ADD ../etc k", "CLIENT_ERROR invalid filter name '../etc'"),
     ("INFO .hidden", "CLIENT_ERROR invalid filter name '.hidden'"),
     ("ADD f a\tb", "CLIENT_ERROR invalid key (NUL, tab or CR) 'a\\x09b'"),
-    ("CREATE f capacity=1e3", "CLIENT_ERROR bad number '1e3'"),
+    ("CREATE f capacity=1.5", "CLIENT_ERROR bad number '1.5'"),
+    ("CREATE f capacity=1e-3", "CLIENT_ERROR bad number '1e-3'"),
     ("CREATE f error=nan", "CLIENT_ERROR bad number 'nan'"),
     ("CREATE f size=10", "CLIENT_ERROR unknown option 'size'"),
     ("CREATE f error=0.1 error=0.2", "CLIENT_ERROR repeated option 'error'"),
@@ -210,7 +211,8 @@ def test_quit(client):
     ("CREATE f capacity=0", "CLIENT_ERROR capacity must be in 1..2^40 '0'"),
     ("CREATE f error=1", "CLIENT_ERROR error must be in (0, 1) '1'"),
     ("CREATE f ratio=1", "CLIENT_ERROR ratio must be in (0, 1) '1'"),
-    ("CREATE f scale=0", "CLIENT_ERROR scale must be > 0 '0'"),
+    ("CREATE f scale=0", "CLIENT_ERROR scale must be between 1 and 64 '0'"),
+    ("CREATE f scale=0.5", "CLIENT_ERROR scale must be between 1 and 64 '0.5'"),
     ("CREATE f growth=fast", "CLIENT_ERROR growth must be exponential or linear 'fast'"),
     ("FOO", "ERROR unknown command 'FOO'"),
     ("CREAT x", "ERROR unknown command 'CREAT'"),
@@ -258,3 +260,10 @@ def test_create_existing_with_other_parameters(client):
                      "error=0.01 growth=exponential scale=2 ratio=0.8)"), reply
     assert client.cmd("CREATE p growth=linear").startswith("CLIENT_ERROR filter exists")
     assert client.block("INFO p")[1] == "STAT capacity 1000"
+
+
+@pytest.mark.parametrize("value,want", [("1000000", 1000000), ("1e6", 1000000), ("1M", 1000000),
+                                        ("1000k", 1000000), ("2.5k", 2500)])
+def test_capacity_count_forms(client, value, want):
+    assert client.cmd("CREATE n capacity=%s" % value) == "CREATED"
+    assert "STAT capacity %d" % want in client.block("INFO n")

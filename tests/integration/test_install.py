@@ -36,7 +36,7 @@ def test_install_and_uninstall(tmp_path):
     make("install", "DESTDIR=%s" % stage, "PREFIX=/usr/local")
     usr = stage / "usr" / "local"
     installed = files_under(stage)
-    for f in ["usr/local/bin/bloomd", "usr/local/share/man/man8/bloomd.8",
+    for f in ["usr/local/bin/bloomd", "usr/local/share/man/man1/bloomd.1",
               "usr/local/etc/bloomd/bloomd.conf", "usr/local/etc/bloomd/bloomd.conf.example",
               "usr/local/lib/systemd/system/bloomd.service",
               "usr/local/share/doc/bloomd/PROTOCOL.md", "usr/local/share/doc/bloomd/LICENSE"]:
@@ -51,7 +51,7 @@ def test_install_and_uninstall(tmp_path):
         r"^VERSION := (\S+)", (REPO / "Makefile").read_text(), re.M).group(1)
 
     # The man page: no groff warnings, every option of --help documented.
-    page = usr / "share" / "man" / "man8" / "bloomd.8"
+    page = usr / "share" / "man" / "man1" / "bloomd.1"
     lint = subprocess.run(["groff", "-ww", "-man", "-z", str(page)], capture_output=True,
                           text=True)
     assert lint.returncode == 0 and lint.stderr == "", lint.stderr

@@ -246,8 +246,8 @@ static void test_create(void **state)
     p = params("f");
     assert_int_equal(p.capacity, srv.cfg.default_capacity);
     assert_true(p.error == srv.cfg.default_error);
-    expect("CREATE h scale=0.5", "CLIENT_ERROR scale must be between 1 and 64");
-    expect("CREATE h scale=65", "CLIENT_ERROR scale must be between 1 and 64");
+    expect("CREATE h scale=0.5", "CLIENT_ERROR scale must be between 1 and 64 '0.5'");
+    expect("CREATE h scale=65", "CLIENT_ERROR scale must be between 1 and 64 '65'");
     assert_non_null(strstr(run("CREATE h capacity=1099511627777"), "CLIENT_ERROR"));
     assert_false(exists("h"));
     assert_int_equal(registry_count(srv.reg), 2);
