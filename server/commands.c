@@ -19,6 +19,7 @@
 #include "lib/kind.h"
 #include "proto/number.h"
 #include "server/clock.h"
+#include "server/config.h"
 #include "server/kinds.h"
 #include "server/park.h"
 #include "server/registry.h"
@@ -221,6 +222,7 @@ static void cmd_add(struct server *srv, struct stats *st, const struct proto_req
         if (n > 0)
             rc = f->ops->add_batch(f->obj, h, n, &k);
         added += k;
+        st->keys_stored += n;
     }
     if (added > 0)
         filter_touch(f);
@@ -264,8 +266,14 @@ static void cmd_check(struct server *srv, struct stats *st, const struct proto_r
                 break;
             for (size_t i = 0; i < n; i++)
                 added += !bits[i];
+            st->keys_stored += n;
         } else {
             f->ops->check_batch(f->obj, h, n, bits);
+            size_t present = 0;
+            for (size_t i = 0; i < n; i++)
+                present += bits[i];
+            st->keys_present += present;
+            st->keys_absent += n - present;
         }
         checked += n;
     }
@@ -274,6 +282,7 @@ static void cmd_check(struct server *srv, struct stats *st, const struct proto_r
     filter_unref(f);
     st->keys_added += added;
     st->keys_checked += checked;
+
     /* After a failed growth the keys before the failing batch were added; the client
      * learns of the failure only. */
     if (rc != SBF_OK)
@@ -425,13 +434,9 @@ static void clear_exclusive(struct filter *f, void *arg)
     filter_touch(f);
 }
 
-static void cmd_clear(struct server *srv, const struct proto_request *req, struct result *res)
+/* Empties f, in place or by swapping in a fresh object. Returns 0 or an sbf_err. */
+static int clear_filter(struct server *srv, struct filter *f)
 {
-    struct filter *f = lookup(srv, req->name);
-    if (f == NULL) {
-        not_found(res, req->name);
-        return;
-    }
     int rc = SBF_OK;
     if (!registry_with_exclusive(srv->reg, f, clear_exclusive, NULL)) {
         /* A snapshot holds f and may be reading its bits: swap in a fresh object. */
@@ -440,6 +445,44 @@ static void cmd_clear(struct server *srv, const struct proto_request *req, struc
         if (rc == SBF_OK)
             rc = replace(srv, f, obj);
     }
+    return rc;
+}
+
+/* CLEAR with no name: every filter (memcached's flush_all). */
+static void clear_all(struct server *srv, struct result *res)
+{
+    struct filter **all;
+    size_t n;
+    if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK) {
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        return;
+    }
+    int rc = SBF_OK;
+    for (size_t i = 0; i < n; i++) {
+        /* registry_with_exclusive wants exactly our one reference: the collect's. */
+        if (rc == SBF_OK)
+            rc = clear_filter(srv, all[i]);
+        filter_unref(all[i]);
+    }
+    free(all);
+    if (rc != SBF_OK)
+        lib_error(res, rc);
+    else
+        result_set(res, RESULT_OK, NULL);
+}
+
+static void cmd_clear(struct server *srv, const struct proto_request *req, struct result *res)
+{
+    if (req->name.len == 0) {
+        clear_all(srv, res);
+        return;
+    }
+    struct filter *f = lookup(srv, req->name);
+    if (f == NULL) {
+        not_found(res, req->name);
+        return;
+    }
+    int rc = clear_filter(srv, f);
     filter_unref(f);
     if (rc != SBF_OK)
         lib_error(res, rc);
@@ -570,6 +613,35 @@ static void cmd_stats(struct server *srv, struct result *res)
     stats_visit(srv, add_field, res);
 }
 
+int commands_autocreate(struct server *srv, struct stats *st, struct proto_slice name,
+                        struct result *res)
+{
+    struct filter *f = registry_get(srv->reg, name.ptr, name.len);
+    if (f != NULL) {
+        filter_unref(f);
+        return 0;
+    }
+    char nm[PROTO_MAX_NAME + 1];
+    if (name.len >= sizeof nm) {
+        result_set(res, RESULT_CLIENT_ERROR, "invalid filter name");
+        return -1;
+    }
+    memcpy(nm, name.ptr, name.len);
+    nm[name.len] = '\0';
+    const struct config_template *t = config_template_for(&srv->cfg, nm);
+    struct proto_request req = {.cmd = PROTO_CMD_CREATE, .name = name};
+    if (t != NULL) {
+        req.create = t->create;
+        req.create.kind = (struct proto_slice){t->kind, strlen(t->kind)};
+    }
+    st->cmd[PROTO_CMD_CREATE]++;
+    cmd_create(srv, &req, res);
+    if (res->status != RESULT_CREATED && res->status != RESULT_EXISTS)
+        return -1;
+    result_reset(res);
+    return 0;
+}
+
 /* ---- runs of pipelined small requests ---- */
 
 bool commands_runnable(const struct proto_request *req)
@@ -659,6 +731,15 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
             if (out != NULL)
                 memcpy(out, bits + k, m * sizeof *out);
             checked += m;
+        }
+        if (cmd == PROTO_CMD_CHECK) {
+            size_t present = 0;
+            for (size_t j = 0; j < m; j++)
+                present += bits[k + j];
+            st->keys_present += present;
+            st->keys_absent += m - present;
+        } else {
+            st->keys_stored += m;
         }
         added += a;
         each(ctx, i, res);

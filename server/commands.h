@@ -33,9 +33,19 @@ enum cmd_result {
  * must wait (FLUSH, DROP with a snapshotter) returns CMD_PENDING and will call
  * later->done() once, on this thread, unless the server is stopping by then; with later
  * NULL it answers at once instead (DROP) or refuses (FLUSH). QUIT gives RESULT_CLOSE.
+ * CLEAR with an empty name clears every filter (memcached's flush_all; the text protocol
+ * always names one).
  */
 int commands_execute(struct server *srv, struct stats *st, const struct proto_request *req,
                      struct result *res, struct completion *later);
+
+/*
+ * Makes sure the filter named name exists, creating it on first use (the memcached
+ * listener's rule) with the options of the first config template matching its name, or
+ * the server defaults. Returns 0 if it exists now; else -1 with the failure in res.
+ */
+int commands_autocreate(struct server *srv, struct stats *st, struct proto_slice name,
+                        struct result *res);
 
 /*
  * True if req can be part of a run: ADD, CHECK or CHECKADD of at most COMMANDS_RUN_KEYS

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <ini.h>
 #include <math.h>
 #include <stdbool.h>
@@ -19,6 +20,7 @@
 
 #include "lib/sbf.h"
 #include "proto/number.h"
+#include "proto/proto.h"
 #include "server/log.h"
 
 enum opt_kind {
@@ -28,6 +30,7 @@ enum opt_kind {
     OPT_STR,   /* char array */
     OPT_FRAC,  /* double in (0, 1) */
     OPT_LEVEL, /* log level name */
+    OPT_BOOL,  /* int 0/1 from yes/no, true/false, on/off, 1/0 */
 };
 
 struct opt_def {
@@ -70,6 +73,12 @@ static const struct opt_def opts[] = {
      "CREATE capacity when not given (1e6, 1M allowed)"},
     {"default_error", OPT_FRAC, F(default_error), 0, 0, false, "P",
      "CREATE error rate when not given, in (0, 1)"},
+    {"memcache_port", OPT_UINT, F(memcache_port), 0, 65535, false, "N",
+     "memcached-protocol port on the same address, 0 = off (11211 is usual)"},
+    {"memcache_default_filter", OPT_STR, F(memcache_default_filter), 0, 0, false, "NAME",
+     "filter of memcached keys without '<filter>:'"},
+    {"memcache_flush_all", OPT_BOOL, F(memcache_flush_all), 0, 1, false, "yes|no",
+     "let memcached flush_all clear every filter"},
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -89,6 +98,15 @@ void config_defaults(struct config *c)
     c->log_level = LOG_INFO;
     c->default_capacity = 100000;
     c->default_error = 0.01;
+    snprintf(c->memcache_default_filter, sizeof(c->memcache_default_filter), "default");
+}
+
+const struct config_template *config_template_for(const struct config *c, const char *name)
+{
+    for (size_t i = 0; i < c->ntemplates; i++)
+        if (fnmatch(c->templates[i].pattern, name, 0) == 0)
+            return &c->templates[i];
+    return NULL;
 }
 
 /* Finds an option by name, accepting '-' for '_'. */
@@ -107,20 +125,15 @@ static const struct opt_def *opt_find(const char *name)
     return NULL;
 }
 
-/* Strict decimal: digits only, no sign, no spaces; *end gets the first non-digit. */
+/* Leading decimal digits of s parsed by proto_parse_u64; *end gets the first non-digit. */
 static bool parse_u64(const char *s, uint64_t *out, const char **end)
 {
-    if (!isdigit((unsigned char)*s))
+    size_t n = 0;
+    while (isdigit((unsigned char)s[n]))
+        n++;
+    if (proto_parse_u64(s, n, out) != 0)
         return false;
-    uint64_t v = 0;
-    for (; isdigit((unsigned char)*s); s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    *end = s;
+    *end = s + n;
     return true;
 }
 
@@ -211,6 +224,18 @@ static int set_value(struct config *c, const struct opt_def *o, const char *valu
             *(double *)(void *)field = d;
         break;
     }
+    case OPT_BOOL: {
+        static const char *const yes[] = {"yes", "true", "on", "1"};
+        static const char *const no[] = {"no", "false", "off", "0"};
+        for (size_t i = 0; i < 4; i++) {
+            if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
+                *(int *)(void *)field = strcasecmp(value, yes[i]) == 0;
+                ok = true;
+            }
+        }
+        want = "yes or no";
+        break;
+    }
     case OPT_LEVEL: {
         int l = log_level_parse(value);
         ok = l >= 0;
@@ -247,13 +272,53 @@ struct ini_state {
     bool failed;
 };
 
+/* A key of a [filter <pattern>] section: appended to that template's CREATE options. */
+static int template_line(struct ini_state *st, const char *pattern, const char *name,
+                         const char *value, const char *source)
+{
+    struct config *c = st->c;
+    while (*pattern == ' ')
+        pattern++;
+    struct config_template *t = NULL;
+    for (size_t i = 0; i < c->ntemplates; i++)
+        if (strcmp(c->templates[i].pattern, pattern) == 0)
+            t = &c->templates[i];
+    if (t == NULL) {
+        if (c->ntemplates == CONFIG_MAX_TEMPLATES || pattern[0] == '\0' ||
+            strlen(pattern) >= sizeof(t->pattern)) {
+            snprintf(st->err, st->errlen,
+                     "section [filter %s] (from %s): need a pattern of at most %zu bytes, and "
+                     "at most %d such sections",
+                     pattern, source, sizeof(t->pattern) - 1, CONFIG_MAX_TEMPLATES);
+            st->failed = true;
+            return 0;
+        }
+        t = &c->templates[c->ntemplates++];
+        snprintf(t->pattern, sizeof t->pattern, "%s", pattern);
+        t->options[0] = '\0';
+    }
+    size_t n = strlen(t->options);
+    int w =
+        snprintf(t->options + n, sizeof t->options - n, "%s%s=%s", n > 0 ? " " : "", name, value);
+    if (w < 0 || (size_t)w >= sizeof t->options - n) {
+        snprintf(st->err, st->errlen, "section [filter %s] (from %s): options too long", pattern,
+                 source);
+        st->failed = true;
+        return 0;
+    }
+    return 1;
+}
+
 static int on_ini_line(void *user, const char *section, const char *name, const char *value)
 {
     struct ini_state *st = user;
     char source[CONFIG_PATH_MAX + 32];
     snprintf(source, sizeof(source), "config file %s", st->c->config);
+    if (strncmp(section, "filter ", 7) == 0)
+        return template_line(st, section + 7, name, value, source);
     if (section[0] != '\0' && strcmp(section, "bloomd") != 0) {
-        snprintf(st->err, st->errlen, "unknown section [%s] (from %s); use [bloomd]", section,
+        snprintf(st->err, st->errlen,
+                 "unknown section [%s] (from %s); use [bloomd] or [filter <pattern>]", section,
                  source);
         st->failed = true;
         return 0;
@@ -343,6 +408,33 @@ static bool is_action(const char *a, enum config_action *action)
     return true;
 }
 
+/* Parses a template's options exactly as CREATE's into t->create. Returns 0, or -1 with
+ * why set. */
+static int config_check_template(struct config_template *t, char *why, size_t len)
+{
+    char line[CONFIG_TEMPLATE_OPTIONS + 32];
+    int n = snprintf(line, sizeof line, "CREATE t %s\n", t->options);
+    struct proto_request req;
+    size_t used;
+    int st = proto_parse(line, (size_t)n, NULL, &req, &used);
+    if (st == PROTO_OK && req.create.kind.len >= sizeof t->kind) {
+        snprintf(why, len, "kind name too long");
+        return -1;
+    }
+    if (st == PROTO_OK) {
+        t->create = req.create;
+        memcpy(t->kind, req.create.kind.ptr, req.create.kind.len);
+        t->kind[req.create.kind.len] = '\0';
+        t->create.kind = (struct proto_slice){NULL, 0};
+        return 0;
+    }
+    struct proto_buf b = {0};
+    proto_reply_parse_error(&b, st, &req);
+    snprintf(why, len, "%.*s", b.len >= 2 ? (int)b.len - 2 : 0, b.data != NULL ? b.data : "");
+    proto_buf_free(&b);
+    return -1;
+}
+
 int config_load(struct config *c, int argc, char **argv, enum config_action *action, char *err,
                 size_t errlen)
 {
@@ -396,6 +488,14 @@ int config_load(struct config *c, int argc, char **argv, enum config_action *act
         if (config_set(c, name, value, flag, err, errlen) != CONFIG_OK)
             return CONFIG_EINVAL;
     }
+    for (size_t i = 0; i < c->ntemplates; i++) {
+        char why[256];
+        if (config_check_template(&c->templates[i], why, sizeof why) != 0) {
+            snprintf(err, errlen, "section [filter %s] of %s: %s", c->templates[i].pattern,
+                     c->config, why);
+            return CONFIG_EINVAL;
+        }
+    }
     /* Each is in range alone; together they must make a filter, or every CREATE fails. */
     struct sbf_params p;
     sbf_params_default(&p);
@@ -443,6 +543,9 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
         break;
     case OPT_LEVEL:
         snprintf(buf, len, "%s", levels[*(const int *)(const void *)field]);
+        break;
+    case OPT_BOOL:
+        snprintf(buf, len, "%s", *(const int *)(const void *)field ? "yes" : "no");
         break;
     }
 }

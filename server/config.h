@@ -10,24 +10,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/request.h"
+
 #define CONFIG_PATH_MAX 1024
+#define CONFIG_MAX_TEMPLATES 32
+#define CONFIG_TEMPLATE_OPTIONS 512
+
+/*
+ * A filter template, from an INI section [filter <pattern>]: filters created on first
+ * use (the memcached listener) whose name matches the glob pattern get these CREATE
+ * options; the first matching section wins, in file order.
+ */
+struct config_template {
+    char pattern[129];                     /* fnmatch(3) glob over filter names */
+    char options[CONFIG_TEMPLATE_OPTIONS]; /* CREATE options as in the protocol */
+    struct proto_create create;            /* them, parsed; create.kind is not set */
+    char kind[32];                         /* kind=, if given ("" if not) */
+};
 
 struct config {
-    char bind[256];                 /* listen address (numeric or host name) */
-    unsigned port;                  /* 0 = any free port */
-    char data_dir[CONFIG_PATH_MAX]; /* snapshots live here; created if missing */
-    char config[CONFIG_PATH_MAX];   /* the INI file read, empty if none */
-    unsigned snapshot_interval;     /* seconds between snapshots, 0 = only on demand */
-    unsigned max_connections;       /* concurrent clients */
-    uint64_t max_line;              /* bytes in one request line, terminator included */
-    uint64_t max_memory;            /* bytes of filter bits, 0 = sized by main.c (cgroup) */
-    uint64_t max_output;            /* unsent reply bytes before we stop reading a client */
-    unsigned idle_timeout;          /* seconds before an idle client is closed, 0 = never */
-    int log_level;                  /* enum log_level */
-    char log_file[CONFIG_PATH_MAX]; /* empty = stderr */
-    uint64_t default_capacity;      /* CREATE without capacity= */
-    double default_error;           /* CREATE without error= */
+    char bind[256];                    /* listen address (numeric or host name) */
+    unsigned port;                     /* 0 = any free port */
+    char data_dir[CONFIG_PATH_MAX];    /* snapshots live here; created if missing */
+    char config[CONFIG_PATH_MAX];      /* the INI file read, empty if none */
+    unsigned snapshot_interval;        /* seconds between snapshots, 0 = only on demand */
+    unsigned max_connections;          /* concurrent clients */
+    uint64_t max_line;                 /* bytes in one request line, terminator included */
+    uint64_t max_memory;               /* bytes of filter bits, 0 = sized by main.c (cgroup) */
+    uint64_t max_output;               /* unsent reply bytes before we stop reading a client */
+    unsigned idle_timeout;             /* seconds before an idle client is closed, 0 = never */
+    int log_level;                     /* enum log_level */
+    char log_file[CONFIG_PATH_MAX];    /* empty = stderr */
+    uint64_t default_capacity;         /* CREATE without capacity= */
+    double default_error;              /* CREATE without error= */
+    unsigned memcache_port;            /* memcached-protocol listener, 0 = off */
+    char memcache_default_filter[129]; /* filter of memcached keys without "<filter>:" */
+    int memcache_flush_all;            /* 1: memcached flush_all clears every filter */
+    struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
+    size_t ntemplates;
 };
+
+/* The first template whose pattern matches name (NUL-terminated), or NULL. */
+const struct config_template *config_template_for(const struct config *c, const char *name);
 
 /* What the command line asked for besides running the daemon. */
 enum config_action {

@@ -31,7 +31,6 @@
 
 #define CONN_MIN_IN 1024     /* input buffers up to this size are kept while idle */
 #define CONN_KEEP_OUT 4096   /* larger reply buffers are freed once drained */
-#define CONN_RUN 64          /* pipelined small key requests merged into one lib batch */
 #define CONN_CLOSE_SECONDS 5 /* wait for a closing client to read its last reply */
 #define CONN_MAX_PARKED 1024 /* parked requests per connection before parsing waits */
 
@@ -42,9 +41,10 @@ struct parked {
     struct completion cpl; /* handed to the command; first member */
     struct parked *next;   /* younger parked request */
     struct conn *c;
-    bool done;              /* reply holds its reply */
-    struct proto_buf reply; /* its formatted reply, once done */
-    struct proto_buf after; /* replies of later requests, held until it is answered */
+    bool done;                       /* reply holds its reply */
+    unsigned char ctx[CONN_CTX_MAX]; /* the driver's context for format_parked */
+    struct proto_buf reply;          /* its formatted reply, once done */
+    struct proto_buf after;          /* replies of later requests, held until it is answered */
 };
 
 struct conn {
@@ -62,6 +62,7 @@ struct conn {
     size_t nparked;
     size_t held;            /* bytes in the parked requests' buffers */
     struct parked *spare;   /* the completion offered to the next command; NULL until needed */
+    size_t skip;            /* input bytes to discard before parsing resumes */
     struct result res;      /* scratch result, reused by every request */
     bool reading;           /* ev_read is added */
     bool writing;           /* ev_write is added */
@@ -74,30 +75,6 @@ struct conn {
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
 static void pump(struct conn *c);
-
-/* ---- the text protocol ---- */
-
-static int text_parse(const void *ctx, const char *buf, size_t len, size_t max_line,
-                      struct proto_request *req, size_t *consumed)
-{
-    (void)ctx;
-    const struct proto_limits lim = {.max_line = max_line};
-    return proto_parse(buf, len, &lim, req, consumed);
-}
-
-static void text_parse_error(struct proto_buf *out, int status, const struct proto_request *req,
-                             bool *close)
-{
-    proto_reply_parse_error(out, status, req);
-    *close = status == PROTO_ERR_TOO_LONG;
-}
-
-const struct conn_proto conn_proto_text = {
-    .name = "bloomd",
-    .parse = text_parse,
-    .parse_error = text_parse_error,
-    .format = proto_format_result,
-};
 
 /* ---- output ---- */
 
@@ -116,15 +93,6 @@ static void account_held(struct conn *c, size_t before, const struct proto_buf *
 {
     if (b != &c->out)
         c->held += b->len - before;
-}
-
-/* Formats res as the reply to the request just executed. */
-static void reply(struct conn *c, const struct result *res)
-{
-    struct proto_buf *b = reply_buf(c);
-    size_t before = b->len;
-    c->proto->format(b, res);
-    account_held(c, before, b);
 }
 
 static void append_buf(struct proto_buf *dst, const struct proto_buf *src)
@@ -221,7 +189,7 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     struct conn *c = p->c;
     p->done = true;
     size_t before = p->reply.len;
-    c->proto->format(&p->reply, r);
+    c->proto->format_parked(&p->reply, p->ctx, r);
     c->held += p->reply.len - before;
     if (p != c->parked)
         return; /* an older request still waits: this reply waits behind it */
@@ -314,102 +282,79 @@ error:
     return -1;
 }
 
-/* Runs one request that cannot be merged, and places its reply (or parks it). */
-static void execute_one(struct conn *c, const struct proto_request *req)
+/* ---- the driver API ---- */
+
+struct worker *conn_worker(const struct conn *c)
+{
+    return c->w;
+}
+
+const char *conn_peer(const struct conn *c)
+{
+    return c->peer;
+}
+
+struct result *conn_result(struct conn *c)
+{
+    return &c->res;
+}
+
+bool conn_can_execute(const struct conn *c)
+{
+    return !c->closing && c->nparked < CONN_MAX_PARKED && unsent(c) <= c->w->srv->cfg.max_output;
+}
+
+struct proto_buf *conn_reply_begin(struct conn *c, size_t *mark)
+{
+    struct proto_buf *b = reply_buf(c);
+    *mark = b->len;
+    return b;
+}
+
+void conn_reply_end(struct conn *c, struct proto_buf *b, size_t mark)
+{
+    account_held(c, mark, b);
+}
+
+const struct result *conn_execute(struct conn *c, const struct proto_request *req, const void *ctx,
+                                  size_t ctx_len)
 {
     struct parked *p = spare(c);
     result_reset(&c->res);
     if (p == NULL) {
         result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
-        reply(c, &c->res);
-        return;
+        return &c->res;
     }
     /* done() is never called before commands_execute returns, so parking after is safe. */
-    if (commands_execute(c->w->srv, &c->w->stats, req, &c->res, &p->cpl) == CMD_PENDING) {
-        park(c);
-        return;
+    if (commands_execute(c->w->srv, &c->w->stats, req, &c->res, &p->cpl) != CMD_PENDING) {
+        if (c->res.status == RESULT_CLOSE)
+            c->closing = true;
+        return &c->res;
     }
-    if (c->res.status == RESULT_CLOSE)
-        c->closing = true;
-    reply(c, &c->res);
+    if (ctx_len > 0)
+        memcpy(p->ctx, ctx, ctx_len < CONN_CTX_MAX ? ctx_len : CONN_CTX_MAX);
+    park(c);
+    return NULL;
 }
 
-static void reply_each(void *ctx, size_t i, const struct result *res)
+void conn_finish(struct conn *c)
 {
-    (void)i;
-    reply(ctx, res);
+    c->closing = true;
 }
 
-/* True while the connection may parse and execute more input. */
-static bool can_execute(const struct conn *c)
+void conn_skip(struct conn *c, size_t n)
 {
-    return !c->closing && c->nparked < CONN_MAX_PARKED && unsent(c) <= c->w->srv->cfg.max_output;
+    c->skip += n;
 }
 
-/*
- * Parses and executes the complete requests in buf[0..len) until the input runs out,
- * the connection closes, or too much output is waiting. Returns the bytes consumed.
- */
+/* Drops skipped bytes from buf[0..len), then lets the protocol serve the rest. */
 static size_t execute_all(struct conn *c, const char *buf, size_t len)
 {
-    struct worker *w = c->w;
-    struct server *srv = w->srv;
-    size_t max_line = srv->cfg.max_line;
-    struct proto_request run[CONN_RUN];
-    size_t off = 0, used = 0;
-    int st = PROTO_MORE;
-    bool parsed = false; /* run[0], st and used already hold the request at off */
-    while (off < len && can_execute(c)) {
-        struct proto_request *req = &run[0];
-        if (!parsed)
-            st = c->proto->parse(NULL, buf + off, len - off, max_line, req, &used);
-        parsed = false;
-        if (st == PROTO_MORE)
-            break;
-        if (st == PROTO_OK && commands_runnable(req)) {
-            /* Merge the small key requests that follow into one lib batch. */
-            size_t n = 1, keys = req->nargs, next_used = 0;
-            int next = PROTO_MORE;
-            while (n < CONN_RUN && off + used < len) {
-                next = c->proto->parse(NULL, buf + off + used, len - off - used, max_line, &run[n],
-                                       &next_used);
-                if (next != PROTO_OK || !commands_same_run(req, &run[n]) ||
-                    keys + run[n].nargs > COMMANDS_BATCH)
-                    break;
-                keys += run[n++].nargs;
-                used += next_used;
-                next = PROTO_MORE;
-            }
-            commands_execute_run(srv, &w->stats, run, n, &c->res, reply_each, c);
-            off += used;
-            if (next != PROTO_MORE) {
-                /* The request that ended the run is parsed already: do not parse it again. */
-                run[0] = run[n];
-                st = next;
-                used = next_used;
-                parsed = true;
-            }
-            continue;
-        }
-        if (st == PROTO_OK) {
-            execute_one(c, req);
-        } else if (st != PROTO_BLANK) {
-            bool close = false;
-            struct proto_buf *b = reply_buf(c);
-            size_t before = b->len;
-            w->stats.errors++;
-            c->proto->parse_error(b, st, req, &close);
-            account_held(c, before, b);
-            if (close) {
-                log_msg(LOG_INFO, "client %s: line longer than %llu bytes, closing", c->peer,
-                        (unsigned long long)max_line);
-                c->closing = true;
-                used = len - off; /* the rest of the stream is discarded */
-            }
-        }
-        off += used;
-    }
-    return off;
+    size_t off = c->skip < len ? c->skip : len;
+    c->skip -= off;
+    if (off == len || !conn_can_execute(c))
+        return off;
+    return off + c->proto->serve(c, buf + off, len - off);
 }
 
 /* Parses what the connection's own buffer holds. Returns true if anything was consumed. */
@@ -481,7 +426,7 @@ static void pump(struct conn *c)
     const struct config *cfg = &c->w->srv->cfg;
     for (;;) {
         bool progress = !c->lingering && execute_buffered(c);
-        bool blocked = !can_execute(c) && !c->closing; /* parsing waits for room */
+        bool blocked = !conn_can_execute(c) && !c->closing; /* parsing waits for room */
         if (c->out.failed) {
             log_msg(LOG_ERROR, "client %s: out of memory for replies, closing", c->peer);
             c->out.failed = false;
@@ -498,12 +443,12 @@ static void pump(struct conn *c)
          * Go round again while requests may still be waiting in the buffer: after
          * progress, or when the write just made room for parsing that was blocked.
          */
-        if ((!progress && !blocked) || !can_execute(c))
+        if ((!progress && !blocked) || !conn_can_execute(c))
             break;
     }
     bool waiting = c->parked != NULL;
     /* After EOF, once nothing executable is left (an unfinished line is dropped). */
-    if (c->eof && can_execute(c))
+    if (c->eof && conn_can_execute(c))
         c->closing = true;
     if (c->closing && unsent(c) == 0 && !c->lingering && !waiting) {
         if (c->eof) {

@@ -15,22 +15,60 @@
 #include "proto/proto.h"
 
 struct worker;
+struct conn;
 
-/* A wire protocol as the connection layer drives it: bytes -> request, result -> bytes. */
+/*
+ * A wire protocol as the connection layer drives it. serve() parses and executes the
+ * complete requests at the start of buf[0..len) while conn_can_execute() says so, placing
+ * each reply with the driver calls below, and returns the bytes it consumed. A request
+ * that parks (conn_execute returns NULL) is formatted later by format_parked(), given the
+ * ctx bytes its driver handed to conn_execute.
+ */
 struct conn_proto {
-    const char *name; /* "bloomd" */
-    /* As proto_parse(); `ctx` is the connection's protocol context (conn_start's). */
-    int (*parse)(const void *ctx, const char *buf, size_t len, size_t max_line,
-                 struct proto_request *req, size_t *consumed);
-    /* Appends the reply to a parse error; sets *close if the connection must end. */
-    void (*parse_error)(struct proto_buf *out, int status, const struct proto_request *req,
-                        bool *close);
-    /* Appends the reply for a result. */
-    void (*format)(struct proto_buf *out, const struct result *r);
+    const char *name; /* "bloomd", "memcached" */
+    size_t (*serve)(struct conn *c, const char *buf, size_t len);
+    void (*format_parked)(struct proto_buf *out, const void *ctx, const struct result *r);
 };
 
-/* The bloomd text protocol (proto/proto.h). */
+/* The bloomd text protocol (server/serve_text.c) and memcached's (serve_memcache.c). */
 extern const struct conn_proto conn_proto_text;
+extern const struct conn_proto conn_proto_memcache;
+
+/* Bytes of protocol context a parked request keeps for format_parked(). */
+#define CONN_CTX_MAX 16
+
+/* ---- for protocol drivers, from inside serve() ---- */
+
+struct worker *conn_worker(const struct conn *c);
+const char *conn_peer(const struct conn *c); /* "1.2.3.4:5678", for log lines */
+
+/* True while the connection may execute more requests (room for replies, not closing). */
+bool conn_can_execute(const struct conn *c);
+
+/*
+ * The buffer the next reply goes to (the output, or behind a parked request). Append with
+ * the proto/ formatters between conn_reply_begin() and conn_reply_end().
+ */
+struct proto_buf *conn_reply_begin(struct conn *c, size_t *mark);
+void conn_reply_end(struct conn *c, struct proto_buf *b, size_t mark);
+
+/* Scratch result for a driver's immediate requests (reset it before use). */
+struct result *conn_result(struct conn *c);
+
+/*
+ * Executes req. Returns the result (conn_result(c)) when it is there at once: the driver
+ * formats it as the next reply. Returns NULL when the command parked it: the connection
+ * formats it later with proto->format_parked(ctx) and keeps every later reply behind it.
+ * ctx (ctx_len <= CONN_CTX_MAX bytes) is copied.
+ */
+const struct result *conn_execute(struct conn *c, const struct proto_request *req, const void *ctx,
+                                  size_t ctx_len);
+
+/* No more requests: close once the replies are written (QUIT). */
+void conn_finish(struct conn *c);
+
+/* Discard the next n bytes of input before parsing resumes (an oversized data block). */
+void conn_skip(struct conn *c, size_t n);
 
 /*
  * Takes over the connected, non-blocking socket fd and starts serving it with proto on

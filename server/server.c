@@ -148,6 +148,11 @@ int server_run(struct server *srv)
     w->lis[0] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.port);
     if (w->lis[0] == NULL)
         return SERVER_EIO;
+    if (srv->cfg.memcache_port != 0) {
+        w->lis[1] = listener_open(w, &conn_proto_memcache, srv->cfg.bind, srv->cfg.memcache_port);
+        if (w->lis[1] == NULL)
+            return SERVER_EIO;
+    }
     log_msg(LOG_INFO, "bloomd %s ready (data_dir %s, max_memory %llu bytes)", BLOOMD_VERSION,
             srv->cfg.data_dir, (unsigned long long)srv->budget.limit);
     if (event_base_dispatch(w->base) < 0) {

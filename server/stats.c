@@ -4,7 +4,9 @@
  */
 #include "server/stats.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server/clock.h"
 #include "server/registry.h"
@@ -45,8 +47,29 @@ static void add_worker(struct stats *sum, const struct stats *w)
     sum->errors += w->errors;
     sum->keys_added += w->keys_added;
     sum->keys_checked += w->keys_checked;
+    sum->keys_stored += w->keys_stored;
+    sum->keys_present += w->keys_present;
+    sum->keys_absent += w->keys_absent;
     sum->bytes_read += w->bytes_read;
     sum->bytes_written += w->bytes_written;
+}
+
+/* Keys held by every filter (each kind's cheap count). */
+static uint64_t total_items(const struct server *srv)
+{
+    struct filter **all;
+    size_t n;
+    uint64_t sum = 0;
+    if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        struct kind_info info;
+        all[i]->ops->info(all[i]->obj, &info);
+        sum += info.items;
+        filter_unref(all[i]);
+    }
+    free(all);
+    return sum;
 }
 
 void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
@@ -55,8 +78,11 @@ void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
     memset(&s, 0, sizeof s);
     if (srv->worker != NULL)
         add_worker(&s, &srv->worker->stats);
+    u64(fn, ctx, "pid", (uint64_t)getpid());
     u64(fn, ctx, "uptime", (clock_mono_ns() - srv->started_ns) / 1000000000u);
+    u64(fn, ctx, "time", (uint64_t)(clock_wall_ms() / 1000));
     fn(ctx, "version", KIND_FIELD_STR, 0, 0, BLOOMD_VERSION);
+    u64(fn, ctx, "threads", srv->worker != NULL ? 1 : 0);
     u64(fn, ctx, "curr_connections", s.conn_current);
     u64(fn, ctx, "total_connections", s.conn_total);
     u64(fn, ctx, "rejected_connections", s.conn_rejected);
@@ -66,9 +92,13 @@ void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
     u64(fn, ctx, "protocol_errors", s.errors);
     u64(fn, ctx, "keys_added", s.keys_added);
     u64(fn, ctx, "keys_checked", s.keys_checked);
+    u64(fn, ctx, "keys_stored", s.keys_stored);
+    u64(fn, ctx, "keys_present", s.keys_present);
+    u64(fn, ctx, "keys_absent", s.keys_absent);
     u64(fn, ctx, "bytes_read", s.bytes_read);
     u64(fn, ctx, "bytes_written", s.bytes_written);
     u64(fn, ctx, "filters", registry_count(srv->reg));
+    u64(fn, ctx, "items", total_items(srv));
     u64(fn, ctx, "memory_bytes", budget_used(&srv->budget));
     u64(fn, ctx, "memory_limit", srv->budget.limit);
     struct snapshot_stats st;

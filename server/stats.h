@@ -24,6 +24,9 @@ struct stats {
     uint64_t errors;          /* requests that failed to parse */
     uint64_t keys_added;      /* new keys added by ADD and CHECKADD */
     uint64_t keys_checked;    /* keys looked up by CHECK and CHECKADD */
+    uint64_t keys_stored;     /* keys given to ADD and CHECKADD (new or not) */
+    uint64_t keys_present;    /* CHECK keys found present */
+    uint64_t keys_absent;     /* CHECK keys found absent */
     uint64_t bytes_read;      /* from clients */
     uint64_t bytes_written;   /* to clients */
 };

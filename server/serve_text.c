@@ -1,0 +1,105 @@
+/*
+ * serve_text.c - the bloomd text protocol's driver: parses requests in place, merges
+ * pipelined small key requests of one filter into a single lib batch (so one-key clients
+ * overlap their cache misses like a many-key line), executes, and formats each result
+ * with proto_format_result. The hot path: no allocation, one parse per request.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proto/proto.h"
+#include "server/commands.h"
+#include "server/conn.h"
+#include "server/log.h"
+#include "server/server.h"
+#include "server/worker.h"
+
+#define TEXT_RUN 64 /* pipelined small key requests merged into one lib batch */
+
+static void reply(struct conn *c, const struct result *res)
+{
+    size_t mark;
+    struct proto_buf *b = conn_reply_begin(c, &mark);
+    proto_format_result(b, res);
+    conn_reply_end(c, b, mark);
+}
+
+static void reply_each(void *ctx, size_t i, const struct result *res)
+{
+    (void)i;
+    reply(ctx, res);
+}
+
+static void format_parked(struct proto_buf *out, const void *ctx, const struct result *r)
+{
+    (void)ctx;
+    proto_format_result(out, r);
+}
+
+static size_t serve_text(struct conn *c, const char *buf, size_t len)
+{
+    struct worker *w = conn_worker(c);
+    struct server *srv = w->srv;
+    const struct proto_limits lim = {.max_line = srv->cfg.max_line};
+    struct proto_request run[TEXT_RUN];
+    size_t off = 0, used = 0;
+    int st = PROTO_MORE;
+    bool parsed = false; /* run[0], st and used already hold the request at off */
+    while (off < len && conn_can_execute(c)) {
+        struct proto_request *req = &run[0];
+        if (!parsed)
+            st = proto_parse(buf + off, len - off, &lim, req, &used);
+        parsed = false;
+        if (st == PROTO_MORE)
+            break;
+        if (st == PROTO_OK && commands_runnable(req)) {
+            /* Merge the small key requests that follow into one lib batch. */
+            size_t n = 1, keys = req->nargs, next_used = 0;
+            int next = PROTO_MORE;
+            while (n < TEXT_RUN && off + used < len) {
+                next = proto_parse(buf + off + used, len - off - used, &lim, &run[n], &next_used);
+                if (next != PROTO_OK || !commands_same_run(req, &run[n]) ||
+                    keys + run[n].nargs > COMMANDS_BATCH)
+                    break;
+                keys += run[n++].nargs;
+                used += next_used;
+                next = PROTO_MORE;
+            }
+            commands_execute_run(srv, &w->stats, run, n, conn_result(c), reply_each, c);
+            off += used;
+            if (next != PROTO_MORE) {
+                /* The request that ended the run is parsed already: do not parse it again. */
+                run[0] = run[n];
+                st = next;
+                used = next_used;
+                parsed = true;
+            }
+            continue;
+        }
+        if (st == PROTO_OK) {
+            const struct result *res = conn_execute(c, req, NULL, 0);
+            if (res != NULL)
+                reply(c, res);
+        } else if (st != PROTO_BLANK) {
+            size_t mark;
+            struct proto_buf *b = conn_reply_begin(c, &mark);
+            w->stats.errors++;
+            proto_reply_parse_error(b, st, req);
+            conn_reply_end(c, b, mark);
+            if (st == PROTO_ERR_TOO_LONG) {
+                log_msg(LOG_INFO, "client %s: line longer than %llu bytes, closing", conn_peer(c),
+                        (unsigned long long)lim.max_line);
+                conn_finish(c);
+                return len; /* the rest of the stream is discarded */
+            }
+        }
+        off += used;
+    }
+    return off;
+}
+
+const struct conn_proto conn_proto_text = {
+    .name = "bloomd",
+    .serve = serve_text,
+    .format_parked = format_parked,
+};
