@@ -118,7 +118,7 @@ int container_decode(sbf_read_fn read, void *ctx, container_kind_fn find, void *
     if (rc != SBF_OK)
         return rc;
     *ops_out = ops;
-    *hdr = (struct container_header){
-        .version = version, .tag = tag, .journal_pos = get_le(h + 16, 8)};
+    *hdr =
+        (struct container_header){.version = version, .tag = tag, .journal_pos = get_le(h + 16, 8)};
     return SBF_OK;
 }

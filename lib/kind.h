@@ -25,10 +25,10 @@
  * its defaults.
  */
 struct kind_params {
-    struct sbf_params sbf;  /* capacity, error, growth, scale, ratio */
-    uint64_t window_ms;     /* windowed kind: the window; 0 for the others */
-    uint32_t generations;   /* windowed kind: generations kept; 0 for the others */
-    int64_t now_ms;         /* the time at creation (windowed kind), Unix milliseconds */
+    struct sbf_params sbf; /* capacity, error, growth, scale, ratio */
+    uint64_t window_ms;    /* windowed kind: the window; 0 for the others */
+    uint32_t generations;  /* windowed kind: generations kept (0: 4); 0 for the others */
+    int64_t now_ms;        /* the time at creation (windowed kind), Unix milliseconds */
 };
 
 /* Figures every kind gives, cheaply (no pass over the bits). */
@@ -47,8 +47,18 @@ enum kind_field_type {
 };
 
 /* Called once per figure by kind_ops.fields(); name is static. */
-typedef void (*kind_field_fn)(void *ctx, const char *name, enum kind_field_type type,
-                              uint64_t u, double d, const char *s);
+typedef void (*kind_field_fn)(void *ctx, const char *name, enum kind_field_type type, uint64_t u,
+                              double d, const char *s);
+
+/*
+ * Deferred free: a writer call (advance) hands over memory it removed from a filter but
+ * that a concurrent reader (a snapshot, a check on another thread) may still be using.
+ * The callee must call release(mem) exactly once, on any thread, after every reader that
+ * could have started before the writer call returned has finished (for instance as a job
+ * queued behind the snapshot in progress). release may take long (munmap of gigabytes)
+ * and returns the bytes to the filter's budget: until then the budget still counts them.
+ */
+typedef void (*kind_retire_fn)(void *ctx, void (*release)(void *mem), void *mem);
 
 struct kind_ops {
     const char *name; /* "sbf": shown by INFO as kind */
@@ -70,9 +80,17 @@ struct kind_ops {
 
     /*
      * Brings a time-driven filter up to now_ms (Unix ms): the windowed kind drops the
-     * generations that fell out of its window. NULL for kinds without time. Writer call.
+     * generations that fell out of its window and starts the current one. NULL for kinds
+     * without time. Writer call; call it before every batch (the time of the latest
+     * advance is the time of the keys that follow) and on a timer, and once after decode
+     * (generations that expired while the filter was on disk go then). Memory it takes out
+     * goes to retire(retire_ctx, ...) (see kind_retire_fn); retire NULL frees it inline,
+     * only for a caller that knows no reader runs (after decode, before publishing).
+     * Returns 0, or SBF_ENOMEM if the current generation could not be allocated: expired
+     * ones are dropped all the same, checks answer from the rest, and adds fail with
+     * SBF_ENOMEM (retrying the allocation) until one succeeds.
      */
-    void (*advance)(void *f, int64_t now_ms);
+    int (*advance)(void *f, int64_t now_ms, kind_retire_fn retire, void *retire_ctx);
 
     void (*clear)(void *f); /* back to empty, parameters kept; exclusive */
 
@@ -101,5 +119,10 @@ struct kind_ops {
 extern const struct kind_ops kind_sbf;
 
 #define KIND_TAG_SBF 1u
+
+/* The windowed filter (window.h): generations of sbf over time. Tag 2. */
+extern const struct kind_ops kind_window;
+
+#define KIND_TAG_WINDOW 2u
 
 #endif
