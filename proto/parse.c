@@ -271,6 +271,12 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
         bit = PROTO_OPT_SCALE;
     else if (slice_eq_nocase(key, "ratio"))
         bit = PROTO_OPT_RATIO;
+    else if (slice_eq_nocase(key, "window"))
+        bit = PROTO_OPT_WINDOW;
+    else if (slice_eq_nocase(key, "generations"))
+        bit = PROTO_OPT_GENERATIONS;
+    else if (slice_eq_nocase(key, "kind"))
+        bit = PROTO_OPT_KIND;
     else
         return fail(req, PROTO_ERR_OPTION, "unknown option", key);
     if (c->set & bit)
@@ -294,6 +300,29 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
         if (!(c->scale > 0.0))
             return fail(req, PROTO_ERR_OPTION, "scale must be > 0", val);
         return PROTO_OK;
+    case PROTO_OPT_WINDOW:
+        if (proto_parse_duration(val.ptr, val.len, &c->window_ms) != 0)
+            return fail(req, PROTO_ERR_NUMBER, "bad duration (e.g. 90s, 15m, 1h, 7d)", val);
+        if (c->window_ms < PROTO_MIN_WINDOW_MS || c->window_ms > PROTO_MAX_WINDOW_MS)
+            return fail(req, PROTO_ERR_OPTION, "window must be in 1s..366d", val);
+        return PROTO_OK;
+    case PROTO_OPT_GENERATIONS: {
+        uint64_t g;
+        if (proto_parse_u64(val.ptr, val.len, &g) != 0)
+            return fail(req, PROTO_ERR_NUMBER, "bad number", val);
+        if (g < PROTO_MIN_GENERATIONS || g > PROTO_MAX_GENERATIONS)
+            return fail(req, PROTO_ERR_OPTION, "generations must be in 2..16", val);
+        c->generations = (uint32_t)g;
+        return PROTO_OK;
+    }
+    case PROTO_OPT_KIND:
+        if (slice_eq_nocase(val, "blocked"))
+            c->kind = PROTO_KIND_BLOCKED;
+        else if (slice_eq_nocase(val, "expandable"))
+            c->kind = PROTO_KIND_EXPANDABLE;
+        else
+            return fail(req, PROTO_ERR_OPTION, "kind must be blocked or expandable", val);
+        return PROTO_OK;
     default: /* PROTO_OPT_GROWTH */
         if (slice_eq_nocase(val, "exponential"))
             c->growth = PROTO_GROWTH_EXPONENTIAL;
@@ -305,6 +334,19 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
     }
 }
 
+/* Finds the token of option key in the CREATE options, for an error about it. */
+static struct proto_slice find_option(struct proto_slice args, const char *key)
+{
+    struct proto_slice opt = {NULL, 0};
+    while (proto_next_arg(&args, &opt)) {
+        const char *eq = memchr(opt.ptr, '=', opt.len);
+        struct proto_slice k = {opt.ptr, eq ? (size_t)(eq - opt.ptr) : opt.len};
+        if (slice_eq_nocase(k, key))
+            return opt;
+    }
+    return opt;
+}
+
 static int parse_create(struct proto_slice rest, struct proto_request *req)
 {
     struct proto_slice it = req->args = trim(rest), opt;
@@ -314,6 +356,14 @@ static int parse_create(struct proto_slice rest, struct proto_request *req)
             return rc;
         req->nargs++;
     }
+    /* Combinations, once every option is known (they may come in any order). */
+    const struct proto_create *c = &req->create;
+    if ((c->set & PROTO_OPT_GENERATIONS) && !(c->set & PROTO_OPT_WINDOW))
+        return fail(req, PROTO_ERR_OPTION, "generations needs window",
+                    find_option(req->args, "generations"));
+    if ((c->set & PROTO_OPT_WINDOW) && (c->set & PROTO_OPT_KIND) && c->kind != PROTO_KIND_BLOCKED)
+        return fail(req, PROTO_ERR_OPTION, "window needs kind=blocked",
+                    find_option(req->args, "kind"));
     return PROTO_OK;
 }
 

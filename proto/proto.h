@@ -51,7 +51,6 @@ const char *proto_strerror(int status);
 /* The reply word for a parse error: "ERROR" for an unknown command, else "CLIENT_ERROR". */
 const char *proto_error_kind(int status);
 
-
 /* ---- Replies ---- */
 
 /* A growable output buffer owned by the caller; zero-initialise, then proto_buf_free. */

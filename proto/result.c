@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RESULT_KEEP_BITS 4096   /* bits arrays up to this many entries survive a reset */
-#define RESULT_KEEP_FIELDS 256  /* likewise fields and rows */
-#define RESULT_CHUNK 4096       /* arena chunk size (a longer string gets its own chunk) */
+#define RESULT_KEEP_BITS 4096  /* bits arrays up to this many entries survive a reset */
+#define RESULT_KEEP_FIELDS 256 /* likewise fields and rows */
+#define RESULT_CHUNK 4096      /* arena chunk size (a longer string gets its own chunk) */
 
 struct result_chunk {
     struct result_chunk *next;
