@@ -88,19 +88,23 @@ uint64_t sbf_encoded_size_stages(const struct sbf *f, uint32_t n)
     return size;
 }
 
-uint64_t sbf_stream_bytes(const struct sbf_params *p, uint32_t n, uint64_t *bits)
+uint32_t sbf_stream_stages(const struct sbf_params *p, uint64_t len, uint64_t *bits)
 {
+    uint64_t size = HEADER_BYTES + 8;
     *bits = 0;
-    if (n < 1 || n > SBF_MAX_STAGES)
-        return 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t n = 1; n <= SBF_MAX_STAGES; n++) {
         uint64_t cap;
         struct bloom_geom g;
-        if (sbf_stage_plan(p, i, &cap, &g) != SBF_OK)
+        if (sbf_stage_plan(p, n - 1, &cap, &g) != SBF_OK)
             return 0;
         *bits += g.nblocks * BLOOM_BLOCK_BYTES; /* each < 2^56: no overflow */
+        size += STAGE_BYTES + g.nblocks * BLOOM_BLOCK_BYTES;
+        if (size > len)
+            return 0;
+        if (size == len)
+            return n;
     }
-    return HEADER_BYTES + (uint64_t)STAGE_BYTES * n + 8 + *bits;
+    return 0;
 }
 
 /* ---- encoding ---- */

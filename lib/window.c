@@ -32,6 +32,8 @@
 #define CODEC_VERSION 1u
 #define HEADER_BYTES 80u
 #define GEN_BYTES 24u
+/* Most bytes of an sbf stream that are not bits: its header, 64 stage records, checksum. */
+#define STREAM_OVERHEAD (52u + 28u * SBF_MAX_STAGES + 8u)
 
 /* The live state in one word, so a reader sees span, head and count together; spans stay
  * below 2^47 (WINDOW_MAX_TIME over spans of at least 66 ms), so 48 bits hold them. */
@@ -615,19 +617,6 @@ struct gen_decl {
     uint64_t span, stream, bits;
 };
 
-/* Finds the stage count whose stream is exactly len bytes; sets *bits. 0 if none. */
-static uint32_t stages_for_length(const struct sbf_params *gp, uint64_t len, uint64_t *bits)
-{
-    for (uint32_t n = 1; n <= SBF_MAX_STAGES; n++) {
-        uint64_t size = sbf_stream_bytes(gp, n, bits);
-        if (size == 0 || size > len)
-            return 0;
-        if (size == len)
-            return n;
-    }
-    return 0;
-}
-
 /* Checks the header and generation table; fills p, epoch, s and d. Allocates nothing. */
 static int check_header(struct reader *r, uint64_t max_bytes, struct window_params *p,
                         int64_t *epoch, struct state *s, struct gen_decl *d)
@@ -671,9 +660,14 @@ static int check_header(struct reader *r, uint64_t max_bytes, struct window_para
         const unsigned char *q = tab + (size_t)GEN_BYTES * c;
         d[c].span = get_u64(q);
         d[c].stream = get_u64(q + 16);
+        /* A stream is its bits plus at most STREAM_OVERHEAD: refuse a length that stands
+         * for more bits than max_bytes before planning its stages. */
+        if (total > max_bytes ||
+            (d[c].stream > STREAM_OVERHEAD && d[c].stream - STREAM_OVERHEAD > max_bytes - total))
+            return SBF_ETOOBIG;
         if (d[c].span >= prev || s->span - d[c].span >= p->generations ||
             (int64_t)get_u64(q + 8) != window_span_start(p, *epoch, d[c].span) ||
-            stages_for_length(&gp, d[c].stream, &d[c].bits) == 0)
+            sbf_stream_stages(&gp, d[c].stream, &d[c].bits) == 0)
             return SBF_ECORRUPT;
         prev = d[c].span;
         total += d[c].bits; /* each < 2^62 (64 stages < 2^56): no overflow over 16 */
