@@ -67,13 +67,44 @@ static double bits_f64(uint64_t v)
     return d;
 }
 
+uint32_t sbf_stage_count(const struct sbf *f)
+{
+    return atomic_load_explicit(&f->nstages, memory_order_acquire);
+}
+
 uint64_t sbf_encoded_size(const struct sbf *f)
 {
-    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    return sbf_encoded_size_stages(f, sbf_stage_count(f));
+}
+
+uint64_t sbf_encoded_size_stages(const struct sbf *f, uint32_t n)
+{
+    uint32_t have = sbf_stage_count(f);
+    if (n > have)
+        n = have;
     uint64_t size = HEADER_BYTES + (uint64_t)STAGE_BYTES * n + 8;
     for (uint32_t i = 0; i < n; i++)
         size += f->stages[i].nblocks * BLOOM_BLOCK_BYTES;
     return size;
+}
+
+uint32_t sbf_stream_stages(const struct sbf_params *p, uint64_t len, uint64_t *bits)
+{
+    uint64_t size = HEADER_BYTES + 8;
+    *bits = 0;
+    for (uint32_t n = 1; n <= SBF_MAX_STAGES; n++) {
+        uint64_t cap;
+        struct bloom_geom g;
+        if (sbf_stage_plan(p, n - 1, &cap, &g) != SBF_OK)
+            return 0;
+        *bits += g.nblocks * BLOOM_BLOCK_BYTES; /* each < 2^56: no overflow */
+        size += STAGE_BYTES + g.nblocks * BLOOM_BLOCK_BYTES;
+        if (size > len)
+            return 0;
+        if (size == len)
+            return n;
+    }
+    return 0;
 }
 
 /* ---- encoding ---- */
@@ -92,7 +123,14 @@ static int emit(struct writer *w, const void *buf, size_t len)
 
 int sbf_encode(const struct sbf *f, sbf_write_fn write, void *ctx)
 {
-    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    return sbf_encode_stages(f, sbf_stage_count(f), write, ctx);
+}
+
+int sbf_encode_stages(const struct sbf *f, uint32_t n, sbf_write_fn write, void *ctx)
+{
+    uint32_t have = sbf_stage_count(f);
+    if (n > have)
+        n = have;
     const struct sbf_params *p = &f->params;
     unsigned char *buf = malloc(CHUNK_BYTES);
     if (!buf)

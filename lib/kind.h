@@ -27,16 +27,17 @@
 struct kind_params {
     struct sbf_params sbf; /* capacity, error, growth, scale, ratio */
     uint64_t window_ms;    /* windowed kind: the window; 0 for the others */
-    uint32_t generations;  /* windowed kind: generations kept; 0 for the others */
+    uint32_t generations;  /* windowed kind: generations kept (0: 4); 0 for the others */
     int64_t now_ms;        /* the time at creation (windowed kind), Unix milliseconds */
 };
 
 /* Figures every kind gives, cheaply (no pass over the bits). */
 struct kind_info {
-    uint64_t bytes;    /* bytes of filter memory allocated */
-    uint64_t items;    /* keys added (exact, or an estimate after a merge) */
-    uint64_t capacity; /* keys it holds now at its promised error */
-    double error;      /* the promised false-positive rate */
+    uint64_t window_ms; /* a windowed filter's window; 0 for the others */
+    uint64_t bytes;     /* bytes of filter memory allocated */
+    uint64_t items;     /* keys added (exact, or an estimate after a merge) */
+    uint64_t capacity;  /* keys it holds now at its promised error */
+    double error;       /* the promised false-positive rate */
 };
 
 /* A value of a kind-specific figure, for INFO and the metrics pages. */
@@ -50,10 +51,23 @@ enum kind_field_type {
 typedef void (*kind_field_fn)(void *ctx, const char *name, enum kind_field_type type, uint64_t u,
                               double d, const char *s);
 
+/*
+ * Deferred free: a writer call (advance) hands over memory it removed from a filter but
+ * that a concurrent reader (a snapshot, a check on another thread) may still be using.
+ * The callee must call release(mem) exactly once, on any thread, after every reader that
+ * could have started before the writer call returned has finished (for instance as a job
+ * queued behind the snapshot in progress). release may take long (munmap of gigabytes)
+ * and returns the bytes to the filter's budget: until then the budget still counts them.
+ */
+typedef void (*kind_retire_fn)(void *ctx, void (*release)(void *mem), void *mem);
+
 struct kind_ops {
     const char *name; /* "sbf": shown by INFO as kind */
     uint32_t tag;     /* the snapshot container's kind tag; unique, never reused */
 
+    /* Sets the kind's own defaults in p before the caller applies the options it was given
+     * (the windowed kind's tighter ratio); NULL: the caller's defaults stand. */
+    void (*defaults)(struct kind_params *p);
     /* Creates an empty filter; returns 0 and sets *out, or SBF_EINVAL, SBF_ENOMEM. */
     int (*create)(const struct kind_params *p, const struct sbf_budget *budget, void **out);
     /* Creates an empty filter with src's parameters (CLEAR by replacement, copies). */
@@ -70,9 +84,17 @@ struct kind_ops {
 
     /*
      * Brings a time-driven filter up to now_ms (Unix ms): the windowed kind drops the
-     * generations that fell out of its window. NULL for kinds without time. Writer call.
+     * generations that fell out of its window and starts the current one. NULL for kinds
+     * without time. Writer call; call it before every batch (the time of the latest
+     * advance is the time of the keys that follow) and on a timer, and once after decode
+     * (generations that expired while the filter was on disk go then). Memory it takes out
+     * goes to retire(retire_ctx, ...) (see kind_retire_fn); retire NULL frees it inline,
+     * only for a caller that knows no reader runs (after decode, before publishing).
+     * Returns 0, or SBF_ENOMEM if the current generation could not be allocated: expired
+     * ones are dropped all the same, checks answer from the rest, and adds fail with
+     * SBF_ENOMEM (retrying the allocation) until one succeeds.
      */
-    void (*advance)(void *f, int64_t now_ms);
+    int (*advance)(void *f, int64_t now_ms, kind_retire_fn retire, void *retire_ctx);
 
     void (*clear)(void *f); /* back to empty, parameters kept; exclusive */
 
@@ -103,5 +125,10 @@ struct kind_ops {
 extern const struct kind_ops kind_sbf;
 
 #define KIND_TAG_SBF 1u
+
+/* The windowed filter (window.h): generations of sbf over time. Tag 2. */
+extern const struct kind_ops kind_window;
+
+#define KIND_TAG_WINDOW 2u
 
 #endif

@@ -184,6 +184,19 @@ int sbf_encode(const struct sbf *f, sbf_write_fn write, void *ctx);
 /* Size in bytes sbf_encode would write now. */
 uint64_t sbf_encoded_size(const struct sbf *f);
 
+/* Stages in use now (acquire-loaded: a reader may use stages up to this count). */
+uint32_t sbf_stage_count(const struct sbf *f);
+
+/*
+ * sbf_encode() and sbf_encoded_size() of only the first n stages (n is clamped to the
+ * count in use), a valid stream of the filter as it was before later stages existed. For
+ * a container that states a stream's length before the stream while the writer may append
+ * a stage: pin n with sbf_stage_count(), then size and encode with it. Keys in stages
+ * beyond n were added after n was read.
+ */
+int sbf_encode_stages(const struct sbf *f, uint32_t n, sbf_write_fn write, void *ctx);
+uint64_t sbf_encoded_size_stages(const struct sbf *f, uint32_t n);
+
 /*
  * Reads a filter written by sbf_encode. Every field is validated before anything is
  * allocated; input declaring more than max_bytes of bits gives SBF_ETOOBIG; trailing

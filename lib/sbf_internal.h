@@ -1,8 +1,8 @@
 /*
  * sbf_internal.h - the layout of a scalable filter, shared by lib/sbf.c and lib/codec.c
- * only. Stages live in a fixed array; the writer fills stages[n] completely, then
- * publishes it with a release store of nstages = n + 1, so a reader that acquire-loads
- * nstages may read every field of stages[0..nstages) without locks.
+ * (and sbf_stream_stages for lib/window.c's size checks) only. Stages live in a fixed array; the
+ * writer fills stages[n] completely, then publishes it with a release store of nstages = n + 1, so
+ * a reader that acquire-loads nstages may read every field of stages[0..nstages) without locks.
  */
 #ifndef BLOOMD_LIB_SBF_INTERNAL_H
 #define BLOOMD_LIB_SBF_INTERNAL_H
@@ -50,6 +50,14 @@ int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity,
  * SBF_ENOMEM (then nothing is held).
  */
 int sbf_stage_alloc(struct sbf *f, uint32_t i, uint64_t capacity, const struct bloom_geom *g);
+
+/*
+ * The stage count n for which sbf_encode writes exactly len bytes for a filter of
+ * parameters p (in range), and in *bits the bytes of filter bits among them; 0 if there is
+ * none. O(n): a container checks a declared stream length, and the bits it stands for,
+ * before anything is allocated.
+ */
+uint32_t sbf_stream_stages(const struct sbf_params *p, uint64_t len, uint64_t *bits);
 
 /* An empty shell with no stages (nstages = 0); NULL if out of memory. */
 struct sbf *sbf_shell_new(const struct sbf_params *p, const struct sbf_budget *budget);

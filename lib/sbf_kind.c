@@ -83,6 +83,7 @@ static void k_info(const void *f, struct kind_info *out)
 {
     struct sbf_info info;
     sbf_info(f, &info);
+    out->window_ms = 0;
     out->bytes = info.bytes;
     out->items = info.items;
     out->capacity = info.capacity;

@@ -148,7 +148,7 @@ void proto_reply_stat_str(struct proto_buf *b, const char *field, struct proto_s
 }
 
 void proto_reply_filter(struct proto_buf *b, struct proto_slice name, uint64_t items,
-                        uint64_t bytes, uint64_t capacity, double error)
+                        uint64_t bytes, uint64_t capacity, double error, uint64_t window_ms)
 {
     append(b, "FILTER ", 7);
     append(b, name.ptr, name.len);
@@ -160,6 +160,11 @@ void proto_reply_filter(struct proto_buf *b, struct proto_slice name, uint64_t i
     append_u64(b, capacity);
     append(b, " ", 1);
     append_double(b, error);
+    if (window_ms > 0) { /* a sixth column only for windowed filters: old clients read five */
+        append(b, " window=", 8);
+        append_u64(b, window_ms / 1000);
+        append(b, "s", 1);
+    }
     append_crlf(b);
 }
 
@@ -290,7 +295,7 @@ void proto_format_result(struct proto_buf *b, const struct result *r)
         for (size_t i = 0; i < r->nrows; i++) {
             const struct result_row *w = &r->rows[i];
             proto_reply_filter(b, (struct proto_slice){w->name, strlen(w->name)}, w->items,
-                               w->bytes, w->capacity, w->error);
+                               w->bytes, w->capacity, w->error, w->window_ms);
         }
         proto_reply_word(b, "END");
         break;

@@ -38,6 +38,35 @@ int proto_parse_u64(const char *s, size_t len, uint64_t *out)
     return 0;
 }
 
+int proto_parse_duration(const char *s, size_t len, uint64_t *ms)
+{
+    uint64_t unit = 1000;
+    if (len > 0 && !is_digit(s[len - 1])) {
+        switch (s[len - 1]) {
+        case 's':
+            unit = 1000;
+            break;
+        case 'm':
+            unit = 60 * 1000;
+            break;
+        case 'h':
+            unit = 3600 * 1000;
+            break;
+        case 'd':
+            unit = 86400 * 1000;
+            break;
+        default:
+            return PROTO_ERR_NUMBER;
+        }
+        len--;
+    }
+    uint64_t v;
+    if (proto_parse_u64(s, len, &v) != 0)
+        return PROTO_ERR_NUMBER;
+    *ms = v > UINT64_MAX / unit ? UINT64_MAX : v * unit;
+    return 0;
+}
+
 /* Skips a run of digits starting at *i; returns how many there were. */
 static size_t skip_digits(const char *s, size_t len, size_t *i)
 {

@@ -34,4 +34,12 @@ int proto_parse_double(const char *s, size_t len, double *out);
  */
 size_t proto_format_double(char *buf, size_t n, double v);
 
+/*
+ * A duration: 1..20 decimal digits, then optionally one unit letter, `s`, `m`, `h` or `d`
+ * (lower case; none means seconds). Sets *ms to it in milliseconds, saturated at
+ * UINT64_MAX when larger (so any range check refuses it). Returns 0 or PROTO_ERR_NUMBER.
+ * The caller checks the range (CREATE's window= takes 1 s .. 366 d).
+ */
+int proto_parse_duration(const char *s, size_t len, uint64_t *ms);
+
 #endif

@@ -71,6 +71,17 @@ static bool is_name_char(char c)
            c == '_' || c == '-';
 }
 
+/* A kind= value: 1..31 bytes of letters, digits, '_' and '-'. */
+static bool valid_kind(struct proto_slice s)
+{
+    if (s.len < 1 || s.len > 31)
+        return false;
+    for (size_t i = 0; i < s.len; i++)
+        if (!is_name_char(s.ptr[i]) || s.ptr[i] == '.')
+            return false;
+    return true;
+}
+
 /* A LIST prefix: name characters, at most PROTO_MAX_NAME of them. */
 static bool valid_prefix(struct proto_slice s)
 {
@@ -272,6 +283,12 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
         bit = PROTO_OPT_SCALE;
     else if (slice_eq_nocase(key, "ratio"))
         bit = PROTO_OPT_RATIO;
+    else if (slice_eq_nocase(key, "window"))
+        bit = PROTO_OPT_WINDOW;
+    else if (slice_eq_nocase(key, "generations"))
+        bit = PROTO_OPT_GENERATIONS;
+    else if (slice_eq_nocase(key, "kind"))
+        bit = PROTO_OPT_KIND;
     else
         return fail(req, PROTO_ERR_OPTION, "unknown option", key);
     if (c->set & bit)
@@ -295,6 +312,27 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
         if (!(c->scale >= 1.0 && c->scale <= 64.0))
             return fail(req, PROTO_ERR_OPTION, "scale must be between 1 and 64", val);
         return PROTO_OK;
+    case PROTO_OPT_WINDOW:
+        if (proto_parse_duration(val.ptr, val.len, &c->window_ms) != 0)
+            return fail(req, PROTO_ERR_NUMBER, "bad duration (e.g. 90s, 15m, 1h, 7d)", val);
+        if (c->window_ms < PROTO_MIN_WINDOW_MS || c->window_ms > PROTO_MAX_WINDOW_MS)
+            return fail(req, PROTO_ERR_OPTION, "window must be in 1s..366d", val);
+        return PROTO_OK;
+    case PROTO_OPT_GENERATIONS: {
+        uint64_t g;
+        if (proto_parse_u64(val.ptr, val.len, &g) != 0)
+            return fail(req, PROTO_ERR_NUMBER, "bad number", val);
+        if (g < PROTO_MIN_GENERATIONS || g > PROTO_MAX_GENERATIONS)
+            return fail(req, PROTO_ERR_OPTION, "generations must be in 2..16", val);
+        c->generations = (uint32_t)g;
+        return PROTO_OK;
+    }
+    case PROTO_OPT_KIND:
+        /* Which kinds exist is the server's business: here only the token's shape. */
+        if (!valid_kind(val))
+            return fail(req, PROTO_ERR_OPTION, "kind must be a name of 1..31 [a-z0-9_-]", val);
+        c->kind = val;
+        return PROTO_OK;
     default: /* PROTO_OPT_GROWTH */
         if (slice_eq_nocase(val, "exponential"))
             c->growth = PROTO_GROWTH_EXPONENTIAL;
@@ -306,6 +344,19 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
     }
 }
 
+/* Finds the token of option key in the CREATE options, for an error about it. */
+static struct proto_slice find_option(struct proto_slice args, const char *key)
+{
+    struct proto_slice opt = {NULL, 0};
+    while (proto_next_arg(&args, &opt)) {
+        const char *eq = memchr(opt.ptr, '=', opt.len);
+        struct proto_slice k = {opt.ptr, eq ? (size_t)(eq - opt.ptr) : opt.len};
+        if (slice_eq_nocase(k, key))
+            return opt;
+    }
+    return opt;
+}
+
 static int parse_create(struct proto_slice rest, struct proto_request *req)
 {
     struct proto_slice it = req->args = trim(rest), opt;
@@ -315,6 +366,15 @@ static int parse_create(struct proto_slice rest, struct proto_request *req)
             return rc;
         req->nargs++;
     }
+    /* Combinations, once every option is known (they may come in any order). */
+    const struct proto_create *c = &req->create;
+    if ((c->set & PROTO_OPT_GENERATIONS) && !(c->set & PROTO_OPT_WINDOW))
+        return fail(req, PROTO_ERR_OPTION, "generations needs window",
+                    find_option(req->args, "generations"));
+    if ((c->set & PROTO_OPT_WINDOW) && (c->set & PROTO_OPT_KIND) &&
+        !slice_eq_nocase(c->kind, "blocked"))
+        return fail(req, PROTO_ERR_OPTION, "window needs kind=blocked",
+                    find_option(req->args, "kind"));
     return PROTO_OK;
 }
 

@@ -74,8 +74,9 @@ void proto_reply_count(struct proto_buf *b, const char *word, uint64_t n);     /
 void proto_reply_stat_u64(struct proto_buf *b, const char *field, uint64_t v); /* "STAT f v" */
 void proto_reply_stat_double(struct proto_buf *b, const char *field, double v);
 void proto_reply_stat_str(struct proto_buf *b, const char *field, struct proto_slice v);
+/* LIST line; a windowed filter (window_ms > 0) gets a sixth column "window=<s>s". */
 void proto_reply_filter(struct proto_buf *b, struct proto_slice name, uint64_t items,
-                        uint64_t bytes, uint64_t capacity, double error); /* LIST line */
+                        uint64_t bytes, uint64_t capacity, double error, uint64_t window_ms);
 
 /*
  * CHECK/CHECKADD reply, built in pieces: proto_reply_bits() appends "1 0 1" for n

@@ -57,10 +57,10 @@ struct proto_create {
     uint64_t capacity; /* 1..PROTO_MAX_CAPACITY */
     double error;      /* in (0, 1) */
     enum proto_growth growth;
-    double scale;            /* > 0, finite; range checked by the server */
+    double scale;            /* 1..64 */
     double ratio;            /* in (0, 1) */
-    uint64_t window_ms;      /* > 0 */
-    uint32_t generations;    /* 2..16 */
+    uint64_t window_ms;      /* PROTO_MIN_WINDOW_MS..PROTO_MAX_WINDOW_MS */
+    uint32_t generations;    /* 2..16; only with window= */
     struct proto_slice kind; /* kind=<name>: a [a-z0-9_-] token; the server knows the kinds */
 };
 
@@ -92,7 +92,11 @@ struct proto_request {
 /* True if name is a valid filter name: 1..PROTO_MAX_NAME bytes of [A-Za-z0-9._-], not
  * starting with '.'. Such a name is also a safe file name. */
 bool proto_name_valid(struct proto_slice name);
-#define PROTO_MAX_CAPACITY ((uint64_t)1 << 40) /* largest CREATE capacity= */
+#define PROTO_MAX_CAPACITY ((uint64_t)1 << 40)             /* largest CREATE capacity= */
+#define PROTO_MIN_WINDOW_MS ((uint64_t)1000)               /* window=1s */
+#define PROTO_MAX_WINDOW_MS ((uint64_t)366 * 86400 * 1000) /* window=366d */
+#define PROTO_MIN_GENERATIONS 2u
+#define PROTO_MAX_GENERATIONS 16u
 
 /*
  * Takes the next space-separated token from *rest into *arg and advances *rest.

@@ -192,7 +192,7 @@ void result_field_str(struct result *r, const char *name, const char *s, size_t 
 }
 
 void result_row(struct result *r, const char *name, size_t len, uint64_t items, uint64_t bytes,
-                uint64_t capacity, double error)
+                uint64_t capacity, double error, uint64_t window_ms)
 {
     r->status = RESULT_ROWS;
     const char *c = copy(r, name, len);
@@ -202,8 +202,12 @@ void result_row(struct result *r, const char *name, size_t len, uint64_t items, 
         r->failed = true;
         return;
     }
-    r->rows[r->nrows++] = (struct result_row){
-        .name = c, .items = items, .bytes = bytes, .capacity = capacity, .error = error};
+    r->rows[r->nrows++] = (struct result_row){.name = c,
+                                              .items = items,
+                                              .bytes = bytes,
+                                              .capacity = capacity,
+                                              .error = error,
+                                              .window_ms = window_ms};
 }
 
 const char *result_status_name(enum result_status st)

@@ -52,6 +52,7 @@ struct result_row {
     const char *name;
     uint64_t items, bytes, capacity;
     double error;
+    uint64_t window_ms; /* a windowed filter's window, 0 for the others */
 };
 
 struct result {
@@ -92,7 +93,7 @@ void result_field_str(struct result *r, const char *name, const char *s, size_t 
 
 /* Appends a LIST row (status becomes RESULT_ROWS); name is copied. */
 void result_row(struct result *r, const char *name, size_t len, uint64_t items, uint64_t bytes,
-                uint64_t capacity, double error);
+                uint64_t capacity, double error, uint64_t window_ms);
 
 /* The upper-case word of a status for logs and tests ("NOT_FOUND"). */
 const char *result_status_name(enum result_status st);

@@ -20,7 +20,9 @@
 #include "proto/number.h"
 #include "server/clock.h"
 #include "server/config.h"
+#include "server/jobs.h"
 #include "server/kinds.h"
+#include "server/log.h"
 #include "server/park.h"
 #include "server/registry.h"
 #include "server/server.h"
@@ -32,8 +34,49 @@ static struct filter *lookup(struct server *srv, struct proto_slice name)
 {
     struct filter *f = registry_get(srv->reg, name.ptr, name.len);
     if (f != NULL && f->ops->advance != NULL)
-        f->ops->advance(f->obj, clock_wall_ms());
+        commands_advance(srv, f, clock_wall_ms());
     return f;
+}
+
+/* A generation a windowed filter let go: freed on the job thread, behind any snapshot that
+ * may still be reading it (jobs run in order). */
+struct retired {
+    struct job job;
+    void (*release)(void *mem);
+    void *mem;
+};
+
+static void retired_run(struct job *j)
+{
+    struct retired *r = (struct retired *)j;
+    r->release(r->mem);
+}
+
+static void retired_free(struct job *j)
+{
+    free(j);
+}
+
+static void retire(void *ctx, void (*release)(void *mem), void *mem)
+{
+    struct server *srv = ctx;
+    struct retired *r = srv->snap != NULL ? calloc(1, sizeof *r) : NULL;
+    if (r == NULL) {
+        /* No job thread (unit tests) or no memory: no reader can be left behind. */
+        if (srv->snap != NULL)
+            log_msg(LOG_WARN, "out of memory queueing a retired generation: freed at once");
+        release(mem);
+        return;
+    }
+    *r = (struct retired){
+        .job = {.run = retired_run, .free = retired_free}, .release = release, .mem = mem};
+    jobs_post(snapshot_jobs(srv->snap), &r->job);
+}
+
+void commands_advance(struct server *srv, struct filter *f, int64_t now_ms)
+{
+    /* SBF_ENOMEM (no memory for the new generation) is reported by the next add. */
+    (void)f->ops->advance(f->obj, now_ms, retire, srv);
 }
 
 static void not_found(struct result *res, struct proto_slice name)
@@ -104,12 +147,16 @@ static int replace(struct server *srv, struct filter *f, void *obj)
 static const struct kind_ops *create_kind(const struct proto_create *o, struct result *res)
 {
     const struct kind_ops *ops = KINDS_DEFAULT;
-    if (o->set & PROTO_OPT_KIND)
-        ops = kinds_by_name(o->kind.ptr, o->kind.len);
-    else if (o->set & PROTO_OPT_WINDOW)
+    if (o->set & PROTO_OPT_WINDOW) /* the parser saw to it that kind= is blocked, if given */
         ops = kinds_by_name("window", 6);
-    if (ops == NULL)
-        result_set(res, RESULT_CLIENT_ERROR, "unknown filter kind");
+    else if (o->set & PROTO_OPT_KIND)
+        ops = kinds_by_name(o->kind.ptr, o->kind.len);
+    if (ops == NULL) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "unknown filter kind '%.*s' (kinds: %s)", (int)o->kind.len,
+                 o->kind.ptr, kinds_names());
+        result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
+    }
     return ops;
 }
 
@@ -149,10 +196,16 @@ static void exists(struct result *res, const struct filter *f, const struct kind
 static void cmd_create(struct server *srv, const struct proto_request *req, struct result *res)
 {
     const struct proto_create *o = &req->create;
+    const struct kind_ops *ops = create_kind(o, res);
+    if (ops == NULL)
+        return;
+    /* Defaults: the library's, the server's, the kind's; then the options given. */
     struct kind_params p = {.now_ms = clock_wall_ms()};
     sbf_params_default(&p.sbf);
     p.sbf.capacity = srv->cfg.default_capacity;
     p.sbf.error = srv->cfg.default_error;
+    if (ops->defaults != NULL)
+        ops->defaults(&p);
     if (o->set & PROTO_OPT_CAPACITY)
         p.sbf.capacity = o->capacity;
     if (o->set & PROTO_OPT_ERROR)
@@ -177,9 +230,6 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
         return;
     }
-    const struct kind_ops *ops = create_kind(o, res);
-    if (ops == NULL)
-        return;
     struct filter *old = lookup(srv, req->name);
     if (old != NULL) {
         exists(res, old, ops, o->set, &p);
@@ -530,7 +580,7 @@ static void cmd_list(struct server *srv, const struct proto_request *req, struct
         struct kind_info info;
         all[i]->ops->info(all[i]->obj, &info);
         result_row(res, all[i]->name, all[i]->name_len, info.items, info.bytes, info.capacity,
-                   info.error);
+                   info.error, info.window_ms);
         filter_unref(all[i]);
     }
     free(all);

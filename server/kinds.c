@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define KINDS_MAX 16
 
@@ -15,6 +16,7 @@ static const struct {
     const char *name;
 } builtin[] = {
     {&kind_sbf, "blocked"},
+    {&kind_window, "window"}, /* CREATE window=: a blocked filter per generation */
 };
 
 static const struct kind_ops *extra[KINDS_MAX];
@@ -57,10 +59,10 @@ int kinds_register(const struct kind_ops *ops)
 const struct kind_ops *kinds_by_name(const char *name, size_t len)
 {
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
-        if (strlen(builtin[i].name) == len && memcmp(builtin[i].name, name, len) == 0)
+        if (strlen(builtin[i].name) == len && strncasecmp(builtin[i].name, name, len) == 0)
             return builtin[i].ops;
     for (size_t i = 0; i < nextra; i++)
-        if (strlen(extra[i]->name) == len && memcmp(extra[i]->name, name, len) == 0)
+        if (strlen(extra[i]->name) == len && strncasecmp(extra[i]->name, name, len) == 0)
             return extra[i];
     return NULL;
 }

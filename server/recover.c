@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "server/clock.h"
 #include "server/log.h"
 #include "server/registry.h"
 #include "server/server.h"
@@ -16,7 +17,9 @@ static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, vo
                      const struct container_header *hdr, uint64_t bytes, int64_t mtime)
 {
     struct server *srv = ctx;
-    (void)hdr; /* its journal position matters once there is a journal to replay */
+    /* Generations that expired while the daemon was down go now, before anyone reads. */
+    if (ops->advance != NULL)
+        (void)ops->advance(obj, clock_wall_ms(), NULL, NULL);
     struct filter *flt = filter_new(name, strlen(name), ops, obj);
     if (flt == NULL) {
         ops->free(obj);

@@ -8,9 +8,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/clock.h"
+#include "server/commands.h"
 #include "server/conn.h"
 #include "server/listen.h"
 #include "server/log.h"
+#include "server/registry.h"
+#include "server/server.h"
+
+/*
+ * Rotates every windowed filter, so memory of expired generations comes back even if no
+ * request touches the filter (requests also rotate on access). O(filters) per tick.
+ */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct worker *w = arg;
+    struct filter **all;
+    size_t n;
+    if (registry_collect(w->srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
+        return;
+    int64_t now = clock_wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        if (all[i]->ops->advance != NULL)
+            commands_advance(w->srv, all[i], now);
+        filter_unref(all[i]);
+    }
+    free(all);
+}
 
 int worker_init(struct worker *w, struct server *srv)
 {
@@ -20,6 +46,12 @@ int worker_init(struct worker *w, struct server *srv)
     w->base = event_base_new();
     if (w->rbuf == NULL || w->base == NULL) {
         log_msg(LOG_ERROR, "cannot create the event loop");
+        return -1;
+    }
+    struct timeval tv = {.tv_sec = 0, .tv_usec = WORKER_TICK_MS * 1000};
+    w->tick = event_new(w->base, -1, EV_PERSIST, on_tick, w);
+    if (w->tick == NULL || event_add(w->tick, &tv) != 0) {
+        log_msg(LOG_ERROR, "cannot start the worker's timer");
         return -1;
     }
     return 0;
@@ -38,6 +70,8 @@ void worker_destroy(struct worker *w)
     worker_close_listeners(w);
     if (w->base != NULL)
         conn_close_all(w);
+    if (w->tick != NULL)
+        event_free(w->tick);
     if (w->base != NULL)
         event_base_free(w->base);
     free(w->rbuf);

@@ -25,7 +25,11 @@ struct worker {
     struct conn *conns;                         /* every open client connection (conn.c's list) */
     char *rbuf;         /* read buffer shared by this worker's connections */
     struct stats stats; /* this worker's counters (STATS sums the workers) */
+    struct event *tick; /* brings time-driven (windowed) filters up to date */
 };
+
+/* Period of the tick that rotates windowed filters between requests. */
+#define WORKER_TICK_MS 250
 
 /* Bytes read from a socket at once into w->rbuf. */
 #define WORKER_RBUF (256 * 1024)

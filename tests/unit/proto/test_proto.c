@@ -105,6 +105,11 @@ static const struct pcase cases[] = {
     OK("CREATE f capacity=1000 error=0.01 growth=linear scale=2 ratio=0.5\n", PROTO_CMD_CREATE, "f",
        5, "capacity=1000 error=0.01 growth=linear scale=2 ratio=0.5"),
     OK("CREATE f capacity=1099511627776\n", PROTO_CMD_CREATE, "f", 1, "capacity=1099511627776"),
+    OK("CREATE w window=1h generations=4\n", PROTO_CMD_CREATE, "w", 2, "window=1h generations=4"),
+    OK("CREATE w generations=16 window=366d kind=blocked\n", PROTO_CMD_CREATE, "w", 3,
+       "generations=16 window=366d kind=blocked"),
+    OK("CREATE e kind=expandable capacity=10\n", PROTO_CMD_CREATE, "e", 2,
+       "kind=expandable capacity=10"),
     OK("UNION d s1 s2\n", PROTO_CMD_UNION, "d", 2, "s1 s2"),
     OK("intersect d s\r\n", PROTO_CMD_INTERSECT, "d", 1, "s"),
     OK("INFO f\n", PROTO_CMD_INFO, "f", 0, ""),
@@ -210,6 +215,32 @@ static const struct pcase cases[] = {
     ERR("CREATE f scale=-2\n", PROTO_ERR_OPTION, "-2"),
     ERR("CREATE f growth=quadratic\n", PROTO_ERR_OPTION, "quadratic"),
     ERR("CREATE f capacity=5 capacity=6\n", PROTO_ERR_OPTION, "capacity"),
+    ERR("CREATE f window=\n", PROTO_ERR_NUMBER, NULL),
+    ERR("CREATE f window=h\n", PROTO_ERR_NUMBER, "h"),
+    ERR("CREATE f window=1.5h\n", PROTO_ERR_NUMBER, "1.5h"),
+    ERR("CREATE f window=1w\n", PROTO_ERR_NUMBER, "1w"),
+    ERR("CREATE f window=1H\n", PROTO_ERR_NUMBER, "1H"),
+    ERR("CREATE f window=-1s\n", PROTO_ERR_NUMBER, "-1s"),
+    ERR("CREATE f window=1hh\n", PROTO_ERR_NUMBER, "1hh"),
+    ERR("CREATE f window= 1h\n", PROTO_ERR_NUMBER, NULL),
+    ERR("CREATE f window=0\n", PROTO_ERR_OPTION, "0"),
+    ERR("CREATE f window=0s\n", PROTO_ERR_OPTION, "0s"),
+    ERR("CREATE f window=367d\n", PROTO_ERR_OPTION, "367d"),
+    ERR("CREATE f window=31622401\n", PROTO_ERR_OPTION, "31622401"),
+    ERR("CREATE f window=9999999999999999999d\n", PROTO_ERR_OPTION, "9999999999999999999d"),
+    ERR("CREATE f window=99999999999999999999d\n", PROTO_ERR_NUMBER, "99999999999999999999d"),
+    ERR("CREATE f window=1h window=2h\n", PROTO_ERR_OPTION, "window"),
+    ERR("CREATE f window=1h generations=1\n", PROTO_ERR_OPTION, "1"),
+    ERR("CREATE f window=1h generations=17\n", PROTO_ERR_OPTION, "17"),
+    ERR("CREATE f window=1h generations=x\n", PROTO_ERR_NUMBER, "x"),
+    ERR("CREATE f window=1h generations=+4\n", PROTO_ERR_NUMBER, "+4"),
+    ERR("CREATE f generations=4\n", PROTO_ERR_OPTION, "generations=4"),
+    ERR("CREATE f generations=4 capacity=9\n", PROTO_ERR_OPTION, "generations=4"),
+    ERR("CREATE f kind=a/b\n", PROTO_ERR_OPTION, "a/b"),
+    ERR("CREATE f kind=\n", PROTO_ERR_OPTION, ""),
+    ERR("CREATE f kind=expandable window=1h\n", PROTO_ERR_OPTION, "kind=expandable"),
+    ERR("CREATE f window=1h kind=expandable\n", PROTO_ERR_OPTION, "kind=expandable"),
+    ERR("CREATE f kind=blocked kind=blocked\n", PROTO_ERR_OPTION, "kind"),
 
     /* The line limit counts the terminator: 8 bytes fit, 9 do not. */
     {"ADD f a\n", 0, 8, PROTO_OK, 8, PROTO_CMD_ADD, "f", 1, "a", NULL},
@@ -346,6 +377,83 @@ static void test_parse_create_values(void **state)
     in = "CREATE h\n";
     assert_int_equal(proto_parse(in, strlen(in), NULL, &req, &consumed), PROTO_OK);
     assert_int_equal(req.create.set, 0);
+}
+
+/* window=, generations= and kind= values as parsed, and their reasons when refused. */
+static void test_parse_window_values(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        uint64_t window_ms;
+        uint32_t generations; /* 0: not given */
+    } ok[] = {
+        {"CREATE w window=1\n", 1000, 0},
+        {"CREATE w window=1s\n", 1000, 0},
+        {"CREATE w window=90s\n", 90000, 0},
+        {"CREATE w window=15m generations=2\n", 900000, 2},
+        {"CREATE w window=1h generations=4\n", 3600000, 4},
+        {"CREATE w Window=7d Generations=16\n", 7ull * 86400000, 16},
+        {"CREATE w window=366d\n", 366ull * 86400000, 0},
+        {"CREATE w window=31622400\n", 366ull * 86400000, 0},
+        {"CREATE w window=0001m\n", 60000, 0},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct proto_request req;
+        size_t consumed;
+        assert_int_equal(proto_parse(ok[i].in, strlen(ok[i].in), NULL, &req, &consumed), PROTO_OK);
+        assert_true(req.create.set & PROTO_OPT_WINDOW);
+        assert_int_equal(req.create.window_ms, ok[i].window_ms);
+        assert_int_equal(!!(req.create.set & PROTO_OPT_GENERATIONS), ok[i].generations != 0);
+        if (ok[i].generations)
+            assert_int_equal(req.create.generations, ok[i].generations);
+    }
+
+    static const struct {
+        const char *in;
+        const char *kind;
+    } kinds[] = {
+        {"CREATE k kind=blocked\n", "blocked"},
+        {"CREATE k KIND=Expandable\n", "Expandable"},
+        {"CREATE k window=2s kind=blocked\n", "blocked"},
+        {"CREATE k kind=bloom\n", "bloom"}, /* the server says which kinds exist */
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        struct proto_request req;
+        size_t consumed;
+        assert_int_equal(proto_parse(kinds[i].in, strlen(kinds[i].in), NULL, &req, &consumed),
+                         PROTO_OK);
+        assert_true(req.create.set & PROTO_OPT_KIND);
+        assert_int_equal(req.create.kind.len, strlen(kinds[i].kind));
+        assert_memory_equal(req.create.kind.ptr, kinds[i].kind, req.create.kind.len);
+    }
+
+    static const struct {
+        const char *in, *why;
+    } bad[] = {
+        {"CREATE w window=1x\n", "bad duration (e.g. 90s, 15m, 1h, 7d)"},
+        {"CREATE w window=0\n", "window must be in 1s..366d"},
+        {"CREATE w window=367d\n", "window must be in 1s..366d"},
+        {"CREATE w window=1h generations=1\n", "generations must be in 2..16"},
+        {"CREATE w generations=3\n", "generations needs window"},
+        {"CREATE w kind=a.b\n", "kind must be a name of 1..31 [a-z0-9_-]"},
+        {"CREATE w window=1h kind=expandable\n", "window needs kind=blocked"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct proto_request req;
+        size_t consumed;
+        assert_true(proto_parse(bad[i].in, strlen(bad[i].in), NULL, &req, &consumed) < 0);
+        assert_string_equal(req.why, bad[i].why);
+    }
+
+    uint64_t ms = 0;
+    assert_int_equal(proto_parse_duration("18446744073709551615d", 21, &ms), 0);
+    assert_true(ms == UINT64_MAX);
+    assert_int_equal(proto_parse_duration("2m", 2, &ms), 0);
+    assert_int_equal(ms, 120000);
+    assert_int_equal(proto_parse_duration("", 0, &ms), PROTO_ERR_NUMBER);
+    assert_int_equal(proto_parse_duration("s", 1, &ms), PROTO_ERR_NUMBER);
+    assert_int_equal(proto_parse_duration("1 s", 3, &ms), PROTO_ERR_NUMBER);
 }
 
 /* A pipelined buffer parsed request by request, as the server does. */
@@ -541,7 +649,7 @@ static void test_format_lines(void **state)
                    "STAT big 1e+300\r\nSTAT growth linear\r\nEND\r\n");
     proto_buf_reset(&b);
     struct proto_slice name = {"clicks", 6};
-    proto_reply_filter(&b, name, 10, 4096, 1000000, 0.001);
+    proto_reply_filter(&b, name, 10, 4096, 1000000, 0.001, 0);
     expect_buf(&b, "FILTER clicks 10 4096 1000000 0.001\r\n");
     proto_buf_free(&b);
     assert_null(b.data);
@@ -671,13 +779,21 @@ static void test_format_parse_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_table),       cmocka_unit_test(test_parse_create_values),
-        cmocka_unit_test(test_parse_pipeline),    cmocka_unit_test(test_parse_default_limit),
-        cmocka_unit_test(test_parse_key_count),   cmocka_unit_test(test_next_arg),
-        cmocka_unit_test(test_strerror),          cmocka_unit_test(test_numbers),
-        cmocka_unit_test(test_format_lines),      cmocka_unit_test(test_format_doubles_roundtrip),
-        cmocka_unit_test(test_format_bits_small), cmocka_unit_test(test_format_bits_large),
-        cmocka_unit_test(test_format_failed),     cmocka_unit_test(test_format_parse_errors),
+        cmocka_unit_test(test_parse_table),
+        cmocka_unit_test(test_parse_create_values),
+        cmocka_unit_test(test_parse_window_values),
+        cmocka_unit_test(test_parse_pipeline),
+        cmocka_unit_test(test_parse_default_limit),
+        cmocka_unit_test(test_parse_key_count),
+        cmocka_unit_test(test_next_arg),
+        cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_format_lines),
+        cmocka_unit_test(test_format_doubles_roundtrip),
+        cmocka_unit_test(test_format_bits_small),
+        cmocka_unit_test(test_format_bits_large),
+        cmocka_unit_test(test_format_failed),
+        cmocka_unit_test(test_format_parse_errors),
     };
     return cmocka_run_group_tests(tests, guard_setup, guard_teardown);
 }

@@ -165,9 +165,10 @@ static void test_rows(void **state)
     (void)state;
     res.status = RESULT_ROWS;
     assert_string_equal(render(), "END\r\n"); /* LIST with no filter */
-    result_row(&res, "a", 1, 1, 2, 3, 0.5);
-    result_row(&res, "bb", 2, 10, 20, 30, 0.25);
-    assert_string_equal(render(), "FILTER a 1 2 3 0.5\r\nFILTER bb 10 20 30 0.25\r\nEND\r\n");
+    result_row(&res, "a", 1, 1, 2, 3, 0.5, 0);
+    result_row(&res, "bb", 2, 10, 20, 30, 0.25, 3600000);
+    assert_string_equal(render(),
+                        "FILTER a 1 2 3 0.5\r\nFILTER bb 10 20 30 0.25 window=3600s\r\nEND\r\n");
 }
 
 static void test_copied_text(void **state)
