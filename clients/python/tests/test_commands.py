@@ -172,3 +172,15 @@ def test_threads_share_one_client(daemon: Daemon, fname: str) -> None:
             t.join(60)
         assert not any(t.is_alive() for t in threads)
     assert not errors, errors[0]
+
+
+def test_windowed_filter(client: Client) -> None:
+    assert client.create("win", window="1h", generations=4, capacity=1000) is True
+    assert client.create("win", window="1h") is False
+    assert client.add("win", ["a", "b"]) == 2
+    info = client.info("win")
+    assert info["window"] == 3600000 and info["generations"] == 4
+    (row,) = client.list("win")
+    assert row.name == "win" and row.window == 3600.0
+    assert client.create("plain") is True
+    assert [r.window for r in client.list("plain")] == [None]

@@ -31,6 +31,15 @@ class FilterSummary(NamedTuple):
     bytes: int
     capacity: int
     error: float
+    window: Optional[float] = None  # seconds, for a windowed filter
+
+
+def _window_column(row: List[str]) -> Optional[float]:
+    """The optional sixth LIST column, "window=<s>s"."""
+    for extra in row[5:]:
+        if extra.startswith("window=") and extra.endswith("s"):
+            return float(extra[7:-1])
+    return None
 
 
 def parse_url(url: str) -> Tuple[str, int]:
@@ -158,10 +167,14 @@ class Client:
     # ---- commands ----
     def create(self, name: str, *, capacity: Optional[int] = None,
                error: Optional[float] = None, growth: Optional[str] = None,
-               scale: Optional[float] = None, ratio: Optional[float] = None) -> bool:
-        """Creates a filter; True if created, False if it already existed (its parameters
-        are then unchanged). Unset options take the server's defaults. Like drop(), not
-        resent if the connection breaks after sending (the reply would change)."""
+               scale: Optional[float] = None, ratio: Optional[float] = None,
+               window: Optional[Union[str, int]] = None, generations: Optional[int] = None,
+               kind: Optional[str] = None) -> bool:
+        """Creates a filter; True if created, False if it already existed with the options
+        given (ClientError if it exists with others). Unset options take the server's
+        defaults. window ("90s", "15m", "1h", "7d", or seconds as an int) makes a windowed
+        filter that forgets keys older than the window; generations (2..16) how finely.
+        Like drop(), not resent if the connection breaks after sending."""
         parts = [b"CREATE", encode_name(name)]
         if capacity is not None:
             parts.append(b"capacity=%d" % int(capacity))
@@ -175,6 +188,15 @@ class Client:
             parts.append(b"scale=" + repr(float(scale)).encode())
         if ratio is not None:
             parts.append(b"ratio=" + repr(float(ratio)).encode())
+        if window is not None:
+            text = "%ds" % window if isinstance(window, int) else str(window)
+            if not text or not all(c.isalnum() for c in text):
+                raise ValueError("window must look like 90s, 15m, 1h or 7d")
+            parts.append(b"window=" + text.encode())
+        if generations is not None:
+            parts.append(b"generations=%d" % int(generations))
+        if kind is not None:
+            parts.append(b"kind=" + encode_name(kind))
         reply = self._one(b" ".join(parts) + b"\r\n", resend=False)
         if reply not in (b"CREATED", b"EXISTS"):
             raise ProtocolError("unexpected CREATE reply %r" % reply[:80])
@@ -258,7 +280,8 @@ class Client:
             conn.send(line)
             rows = _stat_lines(conn, b"FILTER", _reply(conn))
             try:
-                return [FilterSummary(r[0], int(r[1]), int(r[2]), int(r[3]), float(r[4]))
+                return [FilterSummary(r[0], int(r[1]), int(r[2]), int(r[3]), float(r[4]),
+                                      _window_column(r))
                         for r in rows]
             except (IndexError, ValueError) as exc:
                 raise ProtocolError("bad LIST reply: %s" % exc) from None

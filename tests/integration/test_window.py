@@ -1,0 +1,108 @@
+"""Windowed filters (issue 11) against the real daemon with real time and short windows:
+present before the window ends, gone by window*g/(g-1) plus a rotation tick, the same
+across kill -9 (after FLUSH) and SIGTERM; INFO, LIST, refused set operations, CREATE
+mismatch. Every wait is bounded."""
+
+import time
+
+import pytest
+
+KEYS = ["k%d" % i for i in range(200)]
+OTHER = ["o%d" % i for i in range(2000)]
+
+
+def forgotten_by(window_s, g):
+    return window_s * g / (g - 1)
+
+
+def wait_until(pred, deadline):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def test_present_in_window_then_forgotten(client):
+    assert client.cmd("CREATE w window=2s generations=2") == "CREATED"
+    t0 = time.monotonic()
+    client.add("w", KEYS)
+    assert all(client.check("w", KEYS))
+    # Still there a little before the window ends.
+    time.sleep(max(0.0, 1.6 - (time.monotonic() - t0)))
+    if time.monotonic() - t0 < 2.0:
+        assert all(client.check("w", KEYS))
+    # Forgotten by window*g/(g-1) = 4 s (plus a tick and slack), barring false positives.
+    time.sleep(max(0.0, forgotten_by(2, 2) + 0.5 - (time.monotonic() - t0)))
+    assert sum(client.check("w", KEYS)) <= 3
+    # A repeat does not extend a key's life: CHECKADD after forgetting adds it anew.
+    assert client.cmd("CHECKADD w " + " ".join(KEYS[:10])).count("0") >= 8
+
+
+def test_checkadd_counts_first_sighting(client):
+    assert client.cmd("CREATE c window=3s generations=3") == "CREATED"
+    assert client.cmd("CHECKADD c a b") == "0 0"
+    assert client.cmd("CHECKADD c a b x") == "1 1 0"
+
+
+def test_info_list_and_refusals(client):
+    assert client.cmd("CREATE w window=1h generations=4 capacity=10000 error=0.01") == "CREATED"
+    info = client.stats("INFO w")
+    assert info["window"] == "3600000" and info["generations"] == "4"
+    assert int(info["generation_span"]) == 1200000
+    assert "gen0_start" in info and "gen0_items" in info
+    rows = client.block("LIST w")
+    assert rows and rows[0].split()[1] == "w" and rows[0].endswith("window=3600s"), rows
+    assert client.cmd("CREATE p") == "CREATED"
+    assert client.block("LIST p")[0].count(" ") == 5  # plain filters keep five columns
+    assert client.cmd("UNION w p").startswith("CLIENT_ERROR")
+    assert client.cmd("UNION p w").startswith("CLIENT_ERROR")
+    assert client.cmd("CREATE w window=1h generations=4") == "EXISTS"
+    assert client.cmd("CREATE w window=2h").startswith("CLIENT_ERROR filter exists")
+    assert client.cmd("CREATE p window=1h").startswith("CLIENT_ERROR filter exists")
+    assert client.cmd("CREATE x window=1h kind=expandable").startswith("CLIENT_ERROR")
+
+
+@pytest.mark.parametrize("how", ["kill", "term"])
+def test_restart_keeps_window(daemon_factory, how):
+    d = daemon_factory(args=["--snapshot-interval", "0"])
+    with d.client() as c:
+        assert c.cmd("CREATE w window=3s generations=3") == "CREATED"
+        t0 = time.monotonic()
+        c.add("w", KEYS)
+        assert c.cmd("FLUSH w") == "OK"
+    if how == "kill":
+        d.kill()
+    else:
+        d.stop()
+    d.start()
+    with d.client() as c:
+        if time.monotonic() - t0 < 2.5:
+            assert all(c.check("w", KEYS)), "lost inside the window across a restart"
+        # Gone after window*g/(g-1) = 4.5 s, also across the restart.
+        time.sleep(max(0.0, forgotten_by(3, 3) + 0.5 - (time.monotonic() - t0)))
+        assert sum(c.check("w", KEYS)) <= 3
+
+
+def test_downtime_longer_than_window_empties_it(daemon_factory):
+    d = daemon_factory(args=["--snapshot-interval", "0"])
+    with d.client() as c:
+        assert c.cmd("CREATE w window=1s generations=2") == "CREATED"
+        c.add("w", KEYS)
+    d.stop()
+    time.sleep(2.5)
+    d.start()
+    with d.client() as c:
+        assert sum(c.check("w", KEYS)) <= 3
+        assert int(c.stats("INFO w")["items"]) == 0
+
+
+def test_memory_comes_back_without_requests(client):
+    """The worker's tick rotates a filter nobody touches: its bytes shrink back."""
+    assert client.cmd("CREATE m window=1s generations=2 capacity=1000") == "CREATED"
+    for i in range(0, 20000, 500):  # a burst: generations grow beyond their plan
+        client.add("m", ["b%d" % j for j in range(i, i + 500)])
+    grown = int(client.stats()["memory_bytes"])
+    # STATS touches no filter (INFO would rotate it on access): only the tick can free.
+    assert wait_until(lambda: int(client.stats()["memory_bytes"]) < grown, 6.0), grown
