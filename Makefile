@@ -9,6 +9,7 @@ FUZZ_CC := clang
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 5
 PORT ?= 8673
+HTTP_PORT ?= 8674
 RUN_ARGS ?=
 
 REL := build/rel
@@ -29,13 +30,16 @@ FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,u
 # scripts/deps.sh has installed them.
 LIB_LIBS = $(shell pkg-config --libs libxxhash) -lm
 PROTO_LIBS =
-SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads inih libxxhash) -lpthread -lm
+SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads inih libxxhash libsystemd) \
+              -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka)
-PKG_CFLAGS = $(shell pkg-config --cflags libevent libxxhash inih)
+PKG_CFLAGS = $(shell pkg-config --cflags libevent libxxhash inih libsystemd)
 
 LIB_SRC := $(wildcard lib/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
-SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+# The live page is built into the binary: server/page/index.html -> a generated C array.
+PAGE_SRC := build/gen/http_page.c
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c)) $(PAGE_SRC)
 ALL_SRC := $(LIB_SRC) $(PROTO_SRC) $(SERVER_SRC) server/main.c
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
@@ -74,7 +78,7 @@ all: build/bloomd $(BENCHES)
 
 run: build/bloomd
 	mkdir -p data
-	build/bloomd --bind 127.0.0.1 --port $(PORT) --data-dir data $(RUN_ARGS)
+	build/bloomd --bind 127.0.0.1 --port $(PORT) --http-port $(HTTP_PORT) --data-dir data $(RUN_ARGS)
 
 $(DEPS_BUILD): scripts/deps.sh
 	@mkdir -p $(@D)
@@ -88,6 +92,15 @@ $(DEPS_BENCH): scripts/deps.sh
 	@mkdir -p $(@D)
 	scripts/deps.sh bench
 	@touch $@
+
+# ---- generated sources ----
+$(PAGE_SRC): server/page/index.html server/http_page.h | $(DEPS_BUILD)
+	@mkdir -p $(@D)
+	{ echo '/* Generated from $< by the Makefile: do not edit. */'; \
+	  echo '#include "server/http_page.h"'; \
+	  echo 'const unsigned char http_page_html[] = {'; xxd -i < $<; echo '};'; \
+	  echo 'const size_t http_page_html_len = sizeof(http_page_html);'; } > $@.tmp
+	mv $@.tmp $@
 
 # ---- compiling ----
 $(REL)/%.o: %.c | $(DEPS_BUILD)

@@ -295,8 +295,7 @@ static void test_dummy_kind_end_to_end(void **state)
                         "STAT name d\r\nSTAT members 4\r\nSTAT snapshot_time 0\r\nEND\r\n");
     assert_string_equal(run("LIST"), "FILTER d 4 64 4 0\r\nEND\r\n");
     assert_string_equal(run("CREATE plain"), "CREATED\r\n");
-    assert_string_equal(run("UNION plain d"),
-                        "CLIENT_ERROR not supported by this filter kind\r\n");
+    assert_string_equal(run("UNION plain d"), "CLIENT_ERROR not supported by this filter kind\r\n");
     assert_string_equal(run("UNION d plain"), "CLIENT_ERROR incompatible filters\r\n");
     assert_string_equal(run("CHECK plain a"), "0\r\n");
 

@@ -13,8 +13,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <signal.h>
 #include <event2/event.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
