@@ -71,7 +71,7 @@ DEPS_TEST := build/.deps-test
 DEPS_BENCH := build/.deps-bench
 
 .PHONY: all run test unit integration fuzz fuzz-smoke format format-check bench bench-lib \
-        bench-proto bench-net bench-snapshot docker-test clean
+        bench-proto bench-net bench-snapshot bench-http docker-test clean
 .DEFAULT_GOAL := all
 
 all: build/bloomd $(BENCHES)
@@ -175,7 +175,7 @@ format-check: | $(DEPS_TEST)
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 # ---- benchmarks ----
-bench: bench-lib bench-proto bench-net bench-snapshot
+bench: bench-lib bench-proto bench-net bench-snapshot bench-http
 bench-lib: $(REL)/bench/bench_lib
 	$(REL)/bench/bench_lib
 bench-proto: $(REL)/bench/bench_proto
@@ -184,6 +184,8 @@ bench-net: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_net.sh
 bench-snapshot: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_snapshot.sh
+bench-http: build/bloomd $(BENCHES) | $(DEPS_BENCH)
+	bench/run_http.sh
 
 docker-test:
 	scripts/deps.sh docker
