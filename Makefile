@@ -9,6 +9,7 @@ FUZZ_CC := clang
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 5
 PORT ?= 8673
+HTTP_PORT ?= 8674
 RUN_ARGS ?=
 
 # `make install`: the GNU directory variables; DESTDIR is prepended to every path (staging).
@@ -42,13 +43,16 @@ FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,u
 # scripts/deps.sh has installed them.
 LIB_LIBS = $(shell pkg-config --libs libxxhash) -lm
 PROTO_LIBS =
-SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads inih libxxhash) -lpthread -lm
+SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads inih libxxhash libsystemd) \
+              -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka)
-PKG_CFLAGS = $(shell pkg-config --cflags libevent libxxhash inih)
+PKG_CFLAGS = $(shell pkg-config --cflags libevent libxxhash inih libsystemd)
 
 LIB_SRC := $(wildcard lib/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
-SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+# The live page is built into the binary: server/page/index.html -> a generated C array.
+PAGE_SRC := build/gen/http_page.c
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c)) $(PAGE_SRC)
 ALL_SRC := $(LIB_SRC) $(PROTO_SRC) $(SERVER_SRC) server/main.c
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
@@ -80,15 +84,15 @@ DEPS_TEST := build/.deps-test
 DEPS_BENCH := build/.deps-bench
 
 .PHONY: all run test unit integration fuzz fuzz-smoke format format-check bench bench-lib \
-        bench-proto bench-net bench-snapshot docker-test clean install uninstall install-python \
-        uninstall-python
+        bench-proto bench-net bench-snapshot bench-http docker-test clean install uninstall \
+        install-python uninstall-python
 .DEFAULT_GOAL := all
 
 all: build/bloomd $(BENCHES)
 
 run: build/bloomd
 	mkdir -p data
-	build/bloomd --bind 127.0.0.1 --port $(PORT) --data-dir data $(RUN_ARGS)
+	build/bloomd --bind 127.0.0.1 --port $(PORT) --http-port $(HTTP_PORT) --data-dir data $(RUN_ARGS)
 
 $(DEPS_BUILD): scripts/deps.sh
 	@mkdir -p $(@D)
@@ -102,6 +106,15 @@ $(DEPS_BENCH): scripts/deps.sh
 	@mkdir -p $(@D)
 	scripts/deps.sh bench
 	@touch $@
+
+# ---- generated sources ----
+$(PAGE_SRC): server/page/index.html server/http_page.h | $(DEPS_BUILD)
+	@mkdir -p $(@D)
+	{ echo '/* Generated from $< by the Makefile: do not edit. */'; \
+	  echo '#include "server/http_page.h"'; \
+	  echo 'const unsigned char http_page_html[] = {'; xxd -i < $<; echo '};'; \
+	  echo 'const size_t http_page_html_len = sizeof(http_page_html);'; } > $@.tmp
+	mv $@.tmp $@
 
 # ---- compiling ----
 $(REL)/%.o: %.c | $(DEPS_BUILD)
@@ -176,7 +189,7 @@ format-check: | $(DEPS_TEST)
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 # ---- benchmarks ----
-bench: bench-lib bench-proto bench-net bench-snapshot
+bench: bench-lib bench-proto bench-net bench-snapshot bench-http
 bench-lib: $(REL)/bench/bench_lib
 	$(REL)/bench/bench_lib
 bench-proto: $(REL)/bench/bench_proto
@@ -185,6 +198,8 @@ bench-net: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_net.sh
 bench-snapshot: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_snapshot.sh
+bench-http: build/bloomd $(BENCHES) | $(DEPS_BENCH)
+	bench/run_http.sh
 
 docker-test:
 	scripts/deps.sh docker
@@ -206,7 +221,7 @@ install: build/bloomd
 	install -m 644 bloomd.conf.example $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
 	[ -e $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf ] || \
 	    install -m 644 bloomd.conf.example $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf
-	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/bloomd.service \
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/systemd/bloomd.service \
 	    >$(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service
 	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service
 

@@ -61,6 +61,38 @@ typedef void (*kind_field_fn)(void *ctx, const char *name, enum kind_field_type 
  */
 typedef void (*kind_retire_fn)(void *ctx, void (*release)(void *mem), void *mem);
 
+/*
+ * One part of a filter as the pages draw it: a stage of a scalable filter, or a stage of
+ * one generation of a windowed one. Parts are visited oldest first.
+ */
+struct kind_part {
+    uint32_t index;      /* 0.. in visiting order */
+    uint32_t generation; /* window generation, 0 = the newest; 0 for kinds without */
+    int64_t started_ms;  /* Unix ms the generation began; 0 for kinds without time */
+    uint64_t capacity;   /* keys it takes at its share of the promise */
+    uint64_t items;      /* keys it took */
+    uint64_t bytes;      /* bytes of bits */
+    uint64_t blocks;     /* blocks of block_bits bits */
+    uint32_t block_bits; /* bits per block (512 for blocked stages) */
+    uint32_t k;          /* bits per key */
+    double error;        /* its share of the promised false-positive rate */
+    uint64_t ones;       /* bits set: filled only when parts() was asked to count, else 0 */
+};
+
+typedef void (*kind_part_fn)(void *ctx, const struct kind_part *part);
+
+/* Where one key falls in one part: the block and bit positions, which are set. */
+struct kind_probe {
+    uint32_t part;       /* kind_part.index */
+    uint64_t block;      /* block index in the part */
+    uint32_t nbits;      /* distinct bit positions */
+    const uint16_t *pos; /* nbits positions in the block, ascending */
+    const bool *set;     /* nbits flags: is pos[j] set */
+    bool present;        /* this part answers present */
+};
+
+typedef void (*kind_probe_fn)(void *ctx, const struct kind_probe *probe);
+
 struct kind_ops {
     const char *name; /* "sbf": shown by INFO as kind */
     uint32_t tag;     /* the snapshot container's kind tag; unique, never reused */
@@ -119,6 +151,17 @@ struct kind_ops {
     uint64_t (*encoded_size)(const void *f);
     int (*decode)(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
                   void **out);
+
+    /*
+     * Optional views for metrics and the live page; NULL when a kind does not give them.
+     * Both are reader calls (allowed beside the writer).
+     * parts: calls fn once per part, oldest first; with count_ones the popcount of each
+     * part is filled in, which is O(filter bytes): call that only off the event loop.
+     * explain: calls fn once per part with where hash h falls in it (the CHECK answer of
+     * the filter is "present" iff some part answers present). O(parts * k).
+     */
+    void (*parts)(const void *f, bool count_ones, kind_part_fn fn, void *ctx);
+    void (*explain)(const void *f, struct sbf_hash h, kind_probe_fn fn, void *ctx);
 };
 
 /* The scalable Bloom filter (sbf.h) as a kind. Tag 1. */

@@ -206,4 +206,37 @@ uint64_t sbf_encoded_size_stages(const struct sbf *f, uint32_t n);
 int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
                struct sbf **out);
 
+/* ---- per-stage views, for the metrics and the live page (lib/sbf_view.c) ---- */
+
+/* One stage as it is now. Readers may call these beside the writer. */
+struct sbf_stage_view {
+    uint64_t capacity; /* new keys it takes before the next stage is added */
+    uint64_t items;    /* new keys taken (estimate after union/intersect) */
+    uint64_t bytes;    /* bytes of bits */
+    uint64_t nblocks;  /* 512-bit blocks */
+    uint32_t k;        /* bits per key */
+    double error;      /* its share of the promise: p * (1 - r) * r^i */
+};
+
+/* Stage i of f (i < sbf_info's stages). Returns false if there is no such stage. O(1). */
+bool sbf_stage(const struct sbf *f, uint32_t i, struct sbf_stage_view *out);
+
+/* Bits set in stage i, by popcount: O(stage bytes). 0 if there is no such stage. */
+uint64_t sbf_stage_ones(const struct sbf *f, uint32_t i);
+
+#define SBF_BLOCK_BITS 512u
+
+/* Where hash h falls in stage i: its block, the distinct in-block bit positions (ascending,
+ * at most k of them) and which are set. */
+struct sbf_probe {
+    uint64_t block;               /* block index in the stage */
+    uint32_t nbits;               /* distinct positions (k draws may repeat) */
+    uint16_t pos[SBF_BLOCK_BITS]; /* positions 0..511 in the block, ascending */
+    bool set[SBF_BLOCK_BITS];     /* whether pos[j] is set */
+    bool present;                 /* every position set: the stage answers present */
+};
+
+/* Fills *out for hash h in stage i. Returns false if there is no such stage. O(k). */
+bool sbf_probe(const struct sbf *f, uint32_t i, struct sbf_hash h, struct sbf_probe *out);
+
 #endif

@@ -137,6 +137,48 @@ static int k_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
     return rc;
 }
 
+/* Stages are the parts; a scalable filter has no generations. */
+static void k_parts(const void *f, bool count_ones, kind_part_fn fn, void *ctx)
+{
+    struct sbf_info info;
+    sbf_info(f, &info);
+    for (uint32_t i = 0; i < info.stages; i++) {
+        struct sbf_stage_view v;
+        if (!sbf_stage(f, i, &v))
+            break;
+        struct kind_part part = {
+            .index = i,
+            .capacity = v.capacity,
+            .items = v.items,
+            .bytes = v.bytes,
+            .blocks = v.nblocks,
+            .block_bits = SBF_BLOCK_BITS,
+            .k = v.k,
+            .error = v.error,
+            .ones = count_ones ? sbf_stage_ones(f, i) : 0,
+        };
+        fn(ctx, &part);
+    }
+}
+
+static void k_explain(const void *f, struct sbf_hash h, kind_probe_fn fn, void *ctx)
+{
+    struct sbf_info info;
+    sbf_info(f, &info);
+    struct sbf_probe pr;
+    for (uint32_t i = 0; i < info.stages && sbf_probe(f, i, h, &pr); i++) {
+        struct kind_probe kp = {
+            .part = i,
+            .block = pr.block,
+            .nbits = pr.nbits,
+            .pos = pr.pos,
+            .set = pr.set,
+            .present = pr.present,
+        };
+        fn(ctx, &kp);
+    }
+}
+
 const struct kind_ops kind_sbf = {
     .name = "sbf",
     .tag = KIND_TAG_SBF,
@@ -159,4 +201,6 @@ const struct kind_ops kind_sbf = {
     .encode = k_encode,
     .encoded_size = k_encoded_size,
     .decode = k_decode,
+    .parts = k_parts,
+    .explain = k_explain,
 };

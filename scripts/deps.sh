@@ -6,12 +6,14 @@ set -euo pipefail
 want=()
 for kind in "$@"; do
     case "$kind" in
-    build) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev) ;;
+    build) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev libsystemd-dev
+                  xxd) ;;
     test) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev libcmocka-dev
-                 python3 python3-pytest python3-venv python3-wheel-whl groff-base clang
-                 libclang-rt-14-dev clang-format nutcracker python3-pymemcache) ;;
+                 libsystemd-dev xxd python3 python3-pytest python3-venv python3-wheel-whl
+                 groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
+                 clang-format nutcracker python3-pymemcache) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
-                  redis-server memcached coreutils) ;;
+                  libsystemd-dev xxd redis-server memcached coreutils) ;;
     docker) want+=(podman buildah debootstrap runc slirp4netns uidmap) ;;
     *) echo "deps.sh: unknown kind '$kind'" >&2; exit 2 ;;
     esac

@@ -24,13 +24,14 @@
 #include "server/log.h"
 
 enum opt_kind {
-    OPT_UINT,  /* unsigned, decimal */
-    OPT_SIZE,  /* uint64_t, decimal with optional K/M/G/T suffix */
-    OPT_COUNT, /* uint64_t, proto_parse_count: 1000000, 1e6, 1M */
-    OPT_STR,   /* char array */
-    OPT_FRAC,  /* double in (0, 1) */
-    OPT_LEVEL, /* log level name */
-    OPT_BOOL,  /* int 0/1 from yes/no, true/false, on/off, 1/0 */
+    OPT_UINT,   /* unsigned, decimal */
+    OPT_SIZE,   /* uint64_t, decimal with optional K/M/G/T suffix */
+    OPT_COUNT,  /* uint64_t, proto_parse_count: 1000000, 1e6, 1M */
+    OPT_STR,    /* char array */
+    OPT_FRAC,   /* double in (0, 1) */
+    OPT_LEVEL,  /* log level name */
+    OPT_LOGFMT, /* log format name */
+    OPT_BOOL,   /* int 0/1 from yes/no, true/false, on/off, 1/0 */
 };
 
 struct opt_def {
@@ -52,6 +53,10 @@ struct opt_def {
 static const struct opt_def opts[] = {
     {"port", OPT_UINT, F(port), 0, 65535, false, "N", "TCP port; 0 picks a free one (logged)"},
     {"bind", OPT_STR, F(bind), 0, 0, false, "ADDR", "address to listen on"},
+    {"http_port", OPT_UINT, F(http_port), 0, 65535, false, "N",
+     "HTTP port for /metrics, /healthz, /readyz, /api and the page; 0 = off"},
+    {"http_bind", OPT_STR, F(http_bind), 0, 0, true, "ADDR",
+     "HTTP listen address, empty = the same as bind"},
     {"data_dir", OPT_STR, F(data_dir), 0, 0, false, "DIR", "snapshot directory (created)"},
     {"config", OPT_STR, F(config), 0, 0, true, "FILE", "INI file with these options"},
     {"snapshot_interval", OPT_UINT, F(snapshot_interval), 0, 31536000, false, "SEC",
@@ -67,6 +72,8 @@ static const struct opt_def opts[] = {
     {"idle_timeout", OPT_UINT, F(idle_timeout), 0, 31536000, false, "SEC",
      "close clients idle this long, 0 = never"},
     {"log_level", OPT_LEVEL, F(log_level), 0, 0, false, "LEVEL", "debug, info, warn or error"},
+    {"log_format", OPT_LOGFMT, F(log_format), 0, 0, false, "FORMAT",
+     "text, or json (one object per line: ts, level, msg, fields)"},
     {"log_file", OPT_STR, F(log_file), 0, 0, true, "FILE",
      "log file (SIGHUP reopens it), empty = stderr"},
     {"default_capacity", OPT_COUNT, F(default_capacity), 1, SBF_MAX_CAPACITY, false, "N",
@@ -240,6 +247,14 @@ static int set_value(struct config *c, const struct opt_def *o, const char *valu
         int l = log_level_parse(value);
         ok = l >= 0;
         want = "one of debug, info, warn, error";
+        if (ok)
+            *(int *)(void *)field = l;
+        break;
+    }
+    case OPT_LOGFMT: {
+        int l = log_format_parse(value);
+        ok = l >= 0;
+        want = "text or json";
         if (ok)
             *(int *)(void *)field = l;
         break;
@@ -546,6 +561,10 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
         break;
     case OPT_BOOL:
         snprintf(buf, len, "%s", *(const int *)(const void *)field ? "yes" : "no");
+        break;
+    case OPT_LOGFMT:
+        snprintf(buf, len, "%s",
+                 *(const int *)(const void *)field == LOG_FORMAT_JSON ? "json" : "text");
         break;
     }
 }

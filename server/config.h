@@ -31,6 +31,8 @@ struct config_template {
 struct config {
     char bind[256];                    /* listen address (numeric or host name) */
     unsigned port;                     /* 0 = any free port */
+    unsigned http_port;                /* HTTP metrics/probes/page, 0 = off */
+    char http_bind[256];               /* HTTP listen address, empty = same as bind */
     char data_dir[CONFIG_PATH_MAX];    /* snapshots live here; created if missing */
     char config[CONFIG_PATH_MAX];      /* the INI file read, empty if none */
     unsigned snapshot_interval;        /* seconds between snapshots, 0 = only on demand */
@@ -40,6 +42,7 @@ struct config {
     uint64_t max_output;               /* unsent reply bytes before we stop reading a client */
     unsigned idle_timeout;             /* seconds before an idle client is closed, 0 = never */
     int log_level;                     /* enum log_level */
+    int log_format;                    /* enum log_format */
     char log_file[CONFIG_PATH_MAX];    /* empty = stderr */
     uint64_t default_capacity;         /* CREATE without capacity= */
     double default_error;              /* CREATE without error= */

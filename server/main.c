@@ -99,6 +99,7 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
+    log_set_format((enum log_format)cfg.log_format);
     if (log_open(cfg.log_file, (enum log_level)cfg.log_level) != 0) {
         fprintf(stderr, "bloomd: log_file %s: %s\n", cfg.log_file, strerror(errno));
         return 2;

@@ -36,9 +36,10 @@ static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, vo
                 rc == REGISTRY_EXISTS ? "name taken" : "out of memory");
         return RECOVER_EIO;
     }
-    log_msg(LOG_INFO, "snapshot: loaded filter '%s' (%llu bytes%s)", name,
-            (unsigned long long)bytes,
-            hdr->version < CONTAINER_VERSION ? ", old format: rewritten at the next snapshot" : "");
+    log_event(LOG_INFO, (struct log_field[]){LOG_STR("filter", name), LOG_U64("bytes", bytes)}, 2,
+              "snapshot: loaded filter '%s' (%llu bytes%s)", name, (unsigned long long)bytes,
+              hdr->version < CONTAINER_VERSION ? ", old format: rewritten at the next snapshot"
+                                               : "");
     return 0;
 }
 
@@ -51,8 +52,9 @@ static void on_report(void *ctx, enum snapfile_event ev, const char *file, const
         log_msg(LOG_INFO, "snapshot: removed stale %s (an interrupted snapshot)", file);
         break;
     case SNAPFILE_EV_QUARANTINED:
-        log_msg(LOG_ERROR, "snapshot: %s is damaged (%s); moved aside to %s, not loaded", file,
-                reason, moved_to);
+        log_event(LOG_ERROR, (struct log_field[]){LOG_STR("path", file), LOG_STR("error", reason)},
+                  2, "snapshot: %s is damaged (%s); moved aside to %s, not loaded", file, reason,
+                  moved_to);
         break;
     case SNAPFILE_EV_KEPT_BAD:
         log_msg(LOG_ERROR, "snapshot: %s is damaged (%s); not loaded", file, reason);

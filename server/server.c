@@ -17,8 +17,11 @@
 
 #include "server/clock.h"
 #include "server/conn.h"
+#include "server/http.h"
+#include "server/jobs.h"
 #include "server/listen.h"
 #include "server/log.h"
+#include "server/notify.h"
 #include "server/recover.h"
 #include "server/registry.h"
 #include "server/snapshot.h"
@@ -59,6 +62,64 @@ static int make_dirs(const char *dir)
     return 0;
 }
 
+/* The barrier behind the shutdown's snapshot: wakes the loop, which then exits. */
+struct barrier_job {
+    struct job job;
+    struct server *srv;
+};
+
+static void barrier_run(struct job *j)
+{
+    struct barrier_job *b = (struct barrier_job *)j;
+    event_active(b->srv->drained, EV_TIMEOUT, 1); /* libevent is thread-safe (server_run) */
+}
+
+static void barrier_free(struct job *j)
+{
+    free(j);
+}
+
+static void on_drained(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    event_base_loopexit(srv->worker->base, NULL);
+}
+
+static void drain_noop(void *arg, int err, const char *why)
+{
+    (void)arg;
+    (void)err;
+    (void)why;
+}
+
+/*
+ * Queues a write of every changed filter and, behind it, a job that ends the loop: the
+ * job thread runs them in order, so the loop (probes, metrics) runs until the data is
+ * written; snapshot_stop() then finds nothing left to write. Returns 0, or -1 if the
+ * caller must end the loop itself.
+ */
+static int drain(struct server *srv)
+{
+    if (srv->snap == NULL)
+        return -1;
+    srv->drained = event_new(srv->worker->base, -1, 0, on_drained, srv);
+    struct barrier_job *j = calloc(1, sizeof *j);
+    if (srv->drained == NULL || j == NULL) {
+        free(j);
+        return -1;
+    }
+    if (snapshot_flush(srv->snap, NULL, drain_noop, NULL) != 0) {
+        free(j);
+        return -1;
+    }
+    j->job = (struct job){.run = barrier_run, .free = barrier_free};
+    j->srv = srv;
+    jobs_post(snapshot_jobs(srv->snap), &j->job);
+    return 0;
+}
+
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -66,10 +127,14 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     if (srv->stopping)
         return;
     srv->stopping = true;
+    srv->phase = SERVER_STOPPING;
     log_msg(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    notify_stopping();
     worker_close_listeners(srv->worker);
     conn_close_all(srv->worker);
-    event_base_loopexit(srv->worker->base, NULL);
+    /* Write the last snapshot while the loop still answers /readyz with 503. */
+    if (drain(srv) != 0)
+        event_base_loopexit(srv->worker->base, NULL);
 }
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
@@ -123,6 +188,51 @@ static int install_signals(struct server *srv, struct event_base *base)
     return 0;
 }
 
+/* The start-up load, on the job thread (the registry's only changing thread until done). */
+struct load_job {
+    struct job job;
+    struct server *srv;
+    int rc;
+};
+
+static void load_run(struct job *j)
+{
+    struct load_job *lj = (struct load_job *)j;
+    lj->rc = recover_load(lj->srv);
+}
+
+static void load_free(struct job *j)
+{
+    free(j);
+}
+
+/* Loop thread, once the snapshots are in: listen, and say so. */
+static void load_done(struct job *j)
+{
+    struct load_job *lj = (struct load_job *)j;
+    struct server *srv = lj->srv;
+    struct worker *w = srv->worker;
+    if (lj->rc == 0)
+        w->lis[0] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.port);
+    if (lj->rc == 0 && w->lis[0] != NULL && srv->cfg.memcache_port != 0) {
+        w->lis[1] = listener_open(w, &conn_proto_memcache, srv->cfg.bind, srv->cfg.memcache_port);
+        if (w->lis[1] == NULL)
+            lj->rc = -1;
+    }
+    if (lj->rc != 0 || w->lis[0] == NULL) {
+        srv->failed = true;
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    srv->phase = SERVER_READY;
+    char status[96];
+    snprintf(status, sizeof status, "serving %zu filters", registry_count(srv->reg));
+    notify_ready(status);
+    http_server_ready(srv->http);
+    log_msg(LOG_INFO, "bloomd %s ready (data_dir %s, max_memory %llu bytes)", BLOOMD_VERSION,
+            srv->cfg.data_dir, (unsigned long long)srv->budget.limit);
+}
+
 int server_run(struct server *srv)
 {
     raise_fd_limit(srv->cfg.max_connections);
@@ -130,8 +240,6 @@ int server_run(struct server *srv)
         log_msg(LOG_ERROR, "data directory %s: %s", srv->cfg.data_dir, strerror(errno));
         return SERVER_EIO;
     }
-    if (recover_load(srv) != 0)
-        return SERVER_EIO;
     /* The job thread hands completions back through an event: make libevent thread-safe. */
     if (evthread_use_pthreads() != 0) {
         log_msg(LOG_ERROR, "cannot enable libevent thread support");
@@ -143,22 +251,24 @@ int server_run(struct server *srv)
     struct worker *w = srv->worker;
     if (snapshot_start(srv, w->base) != 0)
         return SERVER_EIO;
-    if (install_signals(srv, w->base) != 0)
+    if (install_signals(srv, w->base) != 0 || notify_start(srv, w->base) != 0)
         return SERVER_EIO;
-    w->lis[0] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.port);
-    if (w->lis[0] == NULL)
+    if (srv->cfg.http_port != 0 && (srv->http = http_start(srv, w->base)) == NULL)
         return SERVER_EIO;
-    if (srv->cfg.memcache_port != 0) {
-        w->lis[1] = listener_open(w, &conn_proto_memcache, srv->cfg.bind, srv->cfg.memcache_port);
-        if (w->lis[1] == NULL)
-            return SERVER_EIO;
-    }
-    log_msg(LOG_INFO, "bloomd %s ready (data_dir %s, max_memory %llu bytes)", BLOOMD_VERSION,
-            srv->cfg.data_dir, (unsigned long long)srv->budget.limit);
+    /* Load on the job thread so that the loop answers /healthz and /readyz meanwhile. */
+    struct load_job *lj = calloc(1, sizeof *lj);
+    if (lj == NULL)
+        return SERVER_ENOMEM;
+    lj->job = (struct job){.run = load_run, .done = load_done, .free = load_free};
+    lj->srv = srv;
+    notify_status("loading snapshots");
+    jobs_post(snapshot_jobs(srv->snap), &lj->job);
     if (event_base_dispatch(w->base) < 0) {
         log_msg(LOG_ERROR, "event loop failed");
         return SERVER_EIO;
     }
+    if (srv->failed)
+        return SERVER_EIO;
     int rc = snapshot_stop(srv) == 0 ? SERVER_OK : SERVER_EIO;
     log_msg(LOG_INFO, "stopped");
     return rc;
@@ -167,6 +277,10 @@ int server_run(struct server *srv)
 void server_destroy(struct server *srv)
 {
     snapshot_stop(srv); /* after a failed start-up: nothing to write, joins the thread */
+    notify_stop();
+    http_free(srv->http); /* after the job thread: a figures job may hold its pointer */
+    if (srv->drained != NULL)
+        event_free(srv->drained);
     if (srv->worker != NULL)
         worker_close_listeners(srv->worker);
     for (size_t i = 0; i < sizeof(srv->signals) / sizeof(srv->signals[0]); i++) {

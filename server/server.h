@@ -19,9 +19,17 @@
 #include "server/config.h"
 
 struct event;
+struct http;
 struct registry;
 struct snapshotter;
 struct worker;
+
+/* Where the process is in its life: /readyz and systemd's READY=1 follow it. */
+enum server_phase {
+    SERVER_STARTING = 0, /* loading snapshots; no client listener yet */
+    SERVER_READY = 1,    /* loaded and listening */
+    SERVER_STOPPING = 2, /* a stop signal arrived: writing the last snapshot */
+};
 
 struct server {
     struct config cfg;        /* final configuration, read-only after start-up */
@@ -32,6 +40,10 @@ struct server {
     uint64_t started_ns;      /* CLOCK_MONOTONIC at server_init */
     struct event *signals[3]; /* SIGTERM, SIGINT, SIGHUP, on the worker's loop */
     bool stopping;            /* a stop signal arrived */
+    enum server_phase phase;  /* changed on the loop thread only */
+    bool failed;              /* start-up failed after the loop started (logged) */
+    struct http *http;        /* the HTTP pages; NULL when http_port is 0 */
+    struct event *drained;    /* fires when the shutdown's last snapshot is written */
 };
 
 enum server_err {
@@ -44,9 +56,10 @@ enum server_err {
 int server_init(struct server *srv, const struct config *cfg);
 
 /*
- * Creates the data directory, loads the snapshots, starts the worker and the
- * snapshotter, listens, and runs the event loop until SIGTERM/SIGINT (then writes a
- * final snapshot). Returns SERVER_OK after a clean stop, or an error that was logged.
+ * Creates the data directory, starts the worker, the snapshotter and the HTTP pages,
+ * loads the snapshots on the job thread while the loop answers probes, then listens, and
+ * runs the event loop until SIGTERM/SIGINT (then writes a final snapshot while the
+ * probes say "stopping"). Returns SERVER_OK after a clean stop, or an error that was logged.
  */
 int server_run(struct server *srv);
 

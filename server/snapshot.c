@@ -110,8 +110,12 @@ static bool write_filter(struct snap_job *j, struct filter *f, uint64_t *bytes)
                                                 memory_order_relaxed);
         atomic_store_explicit(&f->saved_at, (int64_t)time(NULL), memory_order_relaxed);
         *bytes += n;
-        log_msg(LOG_DEBUG, "snapshot: wrote %s.bloom, %llu bytes in %llu ms", f->name,
-                (unsigned long long)n, (unsigned long long)(clock_mono_ms() - t0));
+        uint64_t ms = clock_mono_ms() - t0;
+        log_event(LOG_DEBUG,
+                  (struct log_field[]){LOG_STR("filter", f->name), LOG_U64("bytes", n),
+                                       LOG_DBL("duration_s", (double)ms / 1000.0)},
+                  3, "snapshot: wrote %s.bloom, %llu bytes in %llu ms", f->name,
+                  (unsigned long long)n, (unsigned long long)ms);
         pthread_mutex_lock(&s->lock);
         s->stats.written++;
         pthread_mutex_unlock(&s->lock);
@@ -119,10 +123,10 @@ static bool write_filter(struct snap_job *j, struct filter *f, uint64_t *bytes)
     }
     char msg[sizeof j->why];
     snapfile_format(&err, msg, sizeof msg);
-    log_msg(LOG_ERROR,
-            "snapshot of filter '%s' failed (%s); previous snapshot kept, retrying "
-            "at the next one",
-            f->name, msg);
+    log_event(LOG_ERROR, (struct log_field[]){LOG_STR("filter", f->name), LOG_STR("error", msg)}, 2,
+              "snapshot of filter '%s' failed (%s); previous snapshot kept, retrying "
+              "at the next one",
+              f->name, msg);
     job_fail(j, msg);
     count_failure(s);
     return true;
@@ -151,8 +155,11 @@ static void run_write(struct snap_job *j)
     }
     pthread_mutex_unlock(&s->lock);
     if (any && j->err == 0)
-        log_msg(LOG_INFO, "snapshot: %llu bytes in %llu ms", (unsigned long long)bytes,
-                (unsigned long long)ms);
+        log_event(LOG_INFO,
+                  (struct log_field[]){LOG_U64("bytes", bytes),
+                                       LOG_DBL("duration_s", (double)ms / 1000.0)},
+                  2, "snapshot: %llu bytes in %llu ms", (unsigned long long)bytes,
+                  (unsigned long long)ms);
 }
 
 static void run_delete(struct snap_job *j)

@@ -27,6 +27,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     struct worker *w = arg;
     struct filter **all;
     size_t n;
+    if (w->srv->phase != SERVER_READY) /* the loader still fills the table */
+        return;
     if (registry_collect(w->srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
         return;
     int64_t now = clock_wall_ms();
