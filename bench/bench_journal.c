@@ -78,7 +78,27 @@ static void bench_append(const char *dir)
 {
     struct journal *j = open_mode(dir, JOURNAL_MODE_MANUAL);
     struct journal_error e;
-    double t0 = now();
+    /* Steady state on the loop: 64 appends per pass, then the flusher takes the buffer
+     * (its write is not the loop's time, so it is not counted here). */
+    double appending = 0;
+    for (size_t i = 0; i < APPENDS; i += 64) {
+        double t = now();
+        for (size_t k = i; k < i + 64 && k < APPENDS; k++) {
+            struct journal_record r = rec_of(k);
+            if (journal_append(j, &r, NULL) != 0)
+                die("append", NULL);
+        }
+        appending += now() - t;
+        if (journal_write(j, &e) != 0)
+            die("write", &e);
+    }
+    struct journal_stats st;
+    journal_stats(j, &st);
+    printf("append   %u records x %d hashes, 64 per pass: %.0f ns/record = %.0f ns/key on the "
+           "loop; %.2f bytes/key on disk\n",
+           APPENDS, HASHES, appending * 1e9 / APPENDS, appending * 1e9 / APPENDS / HASHES,
+           (double)st.bytes / (APPENDS * (double)HASHES));
+    /* The flusher's side: one big write, then its fdatasync. */
     for (size_t i = 0; i < APPENDS; i++) {
         struct journal_record r = rec_of(i);
         if (journal_append(j, &r, NULL) != 0)
@@ -92,15 +112,9 @@ static void bench_append(const char *dir)
     if (journal_sync(j, &d, &e) != 0)
         die("sync", &e);
     double t3 = now();
-    struct journal_stats st;
-    journal_stats(j, &st);
-    printf("append   %u records x %d hashes: %.0f ns/record, %.1f M keys/s on the loop; "
-           "%.2f bytes/key\n",
-           APPENDS, HASHES, (t1 - t0) * 1e9 / APPENDS, APPENDS * (double)HASHES / (t1 - t0) / 1e6,
-           (double)st.bytes / (APPENDS * (double)HASHES));
-    printf("write    %.0f MiB in one write(2): %.0f MiB/s; fdatasync after it %.1f ms\n",
-           (double)st.bytes / (1 << 20), (double)st.bytes / (1 << 20) / (t2 - t1),
-           (t3 - t2) * 1e3);
+    double mib = (double)st.bytes / (1 << 20);
+    printf("write    %.0f MiB in one write(2): %.0f MiB/s; the fdatasync after it %.1f ms\n", mib,
+           mib / (t2 - t1), (t3 - t2) * 1e3);
     if (journal_close(j, &e) != 0)
         die("close", &e);
 }

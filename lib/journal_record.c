@@ -6,6 +6,7 @@
  */
 #include "lib/journal_record.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -23,6 +24,40 @@ static uint64_t get_le(const unsigned char *p, unsigned bytes)
     for (unsigned i = 0; i < bytes; i++)
         v |= (uint64_t)p[i] << (8 * i);
     return v;
+}
+
+/* Hashes as 16 bytes each, lo then hi, little-endian: on such a host that is exactly the
+ * memory of struct sbf_hash, so the hot path is one memcpy (checked at compile time). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+_Static_assert(sizeof(struct sbf_hash) == 16 && offsetof(struct sbf_hash, hi) == 8,
+               "struct sbf_hash is two packed u64");
+#define HASHES_ARE_LE 1
+#else
+#define HASHES_ARE_LE 0
+#endif
+
+static void put_hashes(unsigned char *p, const struct sbf_hash *h, size_t n)
+{
+    if (HASHES_ARE_LE) {
+        memcpy(p, h, 16 * n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++, p += 16) {
+        put_le(p, h[i].lo, 8);
+        put_le(p + 8, h[i].hi, 8);
+    }
+}
+
+static void get_hashes(struct sbf_hash *h, const unsigned char *p, size_t n)
+{
+    if (HASHES_ARE_LE) {
+        memcpy(h, p, 16 * n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++, p += 16) {
+        h[i].lo = get_le(p, 8);
+        h[i].hi = get_le(p + 8, 8);
+    }
 }
 
 bool journal_record_name_valid(const char *name, size_t len)
@@ -111,10 +146,8 @@ long journal_record_encode(const struct journal_record *rec, uint64_t pos, void 
     case JOURNAL_ADD:
         put_le(p, rec->nhashes, 4);
         p += 4;
-        for (size_t i = 0; i < rec->nhashes; i++, p += 16) {
-            put_le(p, rec->hashes[i].lo, 8);
-            put_le(p + 8, rec->hashes[i].hi, 8);
-        }
+        put_hashes(p, rec->hashes, rec->nhashes);
+        p += 16 * rec->nhashes;
         break;
     case JOURNAL_CREATE:
         put_le(p, rec->kind_tag, 4);
@@ -202,10 +235,7 @@ static bool parse_payload(struct cursor *c, struct journal_scratch *scratch,
         if (rec->nhashes == 0 || rec->nhashes > JOURNAL_MAX_HASHES ||
             !take(c, 16 * rec->nhashes, &q))
             return false;
-        for (size_t i = 0; i < rec->nhashes; i++, q += 16) {
-            scratch->hashes[i].lo = get_le(q, 8);
-            scratch->hashes[i].hi = get_le(q + 8, 8);
-        }
+        get_hashes(scratch->hashes, q, rec->nhashes);
         rec->hashes = scratch->hashes;
         return true;
     case JOURNAL_CREATE:

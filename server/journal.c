@@ -52,18 +52,18 @@ struct journal {
     pthread_mutex_t mu;
     pthread_cond_t cond;
     /* Under mu: */
-    struct buf pending;           /* appended, not yet taken by the flusher */
-    uint64_t next_pos;            /* position of the next record appended */
-    size_t unsynced;              /* bytes the flusher holds (its wbuf.len) */
-    bool commit_req;              /* ALWAYS: a group waits */
-    bool write_req;               /* EVERYSEC: a write's worth waits */
-    bool stop;                    /* journal_close: finish and exit */
-    bool broken;                  /* the last write/sync failed; appends refused */
-    struct journal_error fail;    /* why, while broken */
+    struct buf pending;        /* appended, not yet taken by the flusher */
+    uint64_t next_pos;         /* position of the next record appended */
+    size_t unsynced;           /* bytes the flusher holds (its wbuf.len) */
+    bool commit_req;           /* ALWAYS: a group waits */
+    bool write_req;            /* EVERYSEC: a write's worth waits */
+    bool stop;                 /* journal_close: finish and exit */
+    bool broken;               /* the last write/sync failed; appends refused */
+    struct journal_error fail; /* why, while broken */
     struct journal_event ev[MAX_EVENTS];
     size_t nev;
     struct journal_stats st;
-    int final_rc;                 /* the thread's last round, for journal_close */
+    int final_rc; /* the thread's last round, for journal_close */
     struct journal_error final_err;
 
     _Atomic uint64_t last_pos;    /* of the last appended record */
@@ -568,8 +568,7 @@ static int replay_segment(int dirfd, const struct seg *s, struct reader *r, stru
                      "last record cut short (%" PRIu64 " bytes dropped); cannot cut it off: %s",
                      dropped, strerror(errno));
         else
-            snprintf(why, sizeof why, "last record cut short (%" PRIu64 " bytes dropped)",
-                     dropped);
+            snprintf(why, sizeof why, "last record cut short (%" PRIu64 " bytes dropped)", dropped);
         report(ops, JOURNAL_RP_TORN, s->name, NULL, sc.valid_end, why);
     }
     close(fd);

@@ -68,9 +68,9 @@ enum journal_step {
 /* The detail behind a non-zero result. */
 struct journal_error {
     enum journal_step step;
-    int code;                     /* the journal_err */
-    int sys;                      /* errno of the failing call, 0 if none */
-    char file[JOURNAL_FILE_MAX];  /* "journal/<segment>" or the directory */
+    int code;                    /* the journal_err */
+    int sys;                     /* errno of the failing call, 0 if none */
+    char file[JOURNAL_FILE_MAX]; /* "journal/<segment>" or the directory */
 };
 
 /*
@@ -170,7 +170,7 @@ enum journal_event_type {
 
 struct journal_event {
     enum journal_event_type type;
-    uint64_t first, last; /* positions (inclusive); 0, 0 for RECOVERED */
+    uint64_t first, last;     /* positions (inclusive); 0, 0 for RECOVERED */
     struct journal_error err; /* FAILED: what failed */
 };
 
@@ -192,16 +192,16 @@ int journal_truncate_before(struct journal *j, uint64_t pos, unsigned *removed,
 
 /* Figures for STATS, since journal_open. */
 struct journal_stats {
-    uint64_t records;      /* appended */
-    uint64_t bytes;        /* appended (framing included) */
-    uint64_t writes;       /* write(2) calls that succeeded */
-    uint64_t syncs;        /* fdatasync(2) calls that succeeded */
-    uint64_t sync_ns_sum;  /* time in fdatasync, total */
-    uint64_t sync_ns_max;  /* and the longest one */
-    uint64_t failures;     /* writes or syncs that failed */
-    uint64_t segments;     /* created */
-    uint64_t buffered;     /* bytes appended and not yet durable */
-    bool broken;           /* journal_check would say JOURNAL_EBROKEN */
+    uint64_t records;     /* appended */
+    uint64_t bytes;       /* appended (framing included) */
+    uint64_t writes;      /* write(2) calls that succeeded */
+    uint64_t syncs;       /* fdatasync(2) calls that succeeded */
+    uint64_t sync_ns_sum; /* time in fdatasync, total */
+    uint64_t sync_ns_max; /* and the longest one */
+    uint64_t failures;    /* writes or syncs that failed */
+    uint64_t segments;    /* created */
+    uint64_t buffered;    /* bytes appended and not yet durable */
+    bool broken;          /* journal_check would say JOURNAL_EBROKEN */
 };
 void journal_stats(const struct journal *j, struct journal_stats *out);
 
@@ -224,8 +224,8 @@ struct journal_replay_ops {
      */
     int (*apply)(void *ctx, const struct journal_record *rec);
     /* May be NULL. file is inside the journal directory; moved_to NULL unless DAMAGED. */
-    void (*report)(void *ctx, enum journal_replay_event ev, const char *file,
-                   const char *moved_to, uint64_t offset, const char *reason);
+    void (*report)(void *ctx, enum journal_replay_event ev, const char *file, const char *moved_to,
+                   uint64_t offset, const char *reason);
     void *ctx;
 };
 
@@ -237,7 +237,7 @@ struct journal_replay_report {
     uint64_t last_pos; /* the highest valid position seen, 0 if none */
     uint64_t torn;     /* torn tails dropped */
     uint64_t torn_bytes;
-    uint64_t damaged;  /* segments set aside (or kept in place, KEPT_BAD) */
+    uint64_t damaged; /* segments set aside (or kept in place, KEPT_BAD) */
 };
 
 /*

@@ -84,8 +84,8 @@ static void repair(unsigned char *buf, size_t len)
     if (len < JOURNAL_RECORD_HEADER)
         return;
     put_le(buf + 16, XXH3_64bits(buf, 16));
-    uint64_t plen = (uint64_t)buf[0] | (uint64_t)buf[1] << 8 | (uint64_t)buf[2] << 16 |
-                    (uint64_t)buf[3] << 24;
+    uint64_t plen =
+        (uint64_t)buf[0] | (uint64_t)buf[1] << 8 | (uint64_t)buf[2] << 16 | (uint64_t)buf[3] << 24;
     if (plen <= len - JOURNAL_RECORD_OVERHEAD && len >= JOURNAL_RECORD_OVERHEAD) {
         size_t at = JOURNAL_RECORD_HEADER + (size_t)plen;
         put_le(buf + at, XXH3_64bits(buf, at));

@@ -414,10 +414,8 @@ static void test_split_large(void **state)
 {
     struct fixture *fx = *state;
     struct journal *j = open_manual(fx, NULL);
-    struct journal_record r = {.type = JOURNAL_ADD,
-                               .name = {"big", 3},
-                               .hashes = hashes,
-                               .nhashes = 70000};
+    struct journal_record r = {
+        .type = JOURNAL_ADD, .name = {"big", 3}, .hashes = hashes, .nhashes = 70000};
     uint64_t pos;
     assert_int_equal(journal_append(j, &r, &pos), 0);
     assert_int_equal(pos, 2); /* 65536 + 4464 */
