@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -722,6 +723,181 @@ static void test_every_byte(void **state)
     free(copy);
 }
 
+/*
+ * The crash model of an append-only file: after kill -9 or a power cut, a prefix of the
+ * bytes written is on disk. Cut at every offset: replay gives exactly the frames wholly
+ * inside the cut, and a torn report whenever the cut is not at a frame boundary.
+ */
+static void test_every_cut(void **state)
+{
+    struct fixture *fx = *state;
+    write_journal(fx, 10, 0);
+    char seg[256];
+    segment_path(fx, 0, seg, sizeof seg);
+    long size = file_size(seg);
+    unsigned char *orig = malloc((size_t)size);
+    assert_non_null(orig);
+    int fd = open(seg, O_RDONLY);
+    assert_int_equal(read(fd, orig, (size_t)size), size);
+    close(fd);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    long ends[10], at = 0; /* where each frame ends */
+    for (size_t i = 0; i < 10; i++)
+        ends[i] = at += (long)fx->got[i].len;
+    assert_int_equal(at, size);
+    for (long cut = 0; cut <= size; cut++) {
+        fd = open(seg, O_WRONLY | O_TRUNC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, orig, (size_t)cut), cut);
+        close(fd);
+        assert_int_equal(replay(fx, 0, &rep), 0);
+        size_t whole = 0;
+        while (whole < 10 && ends[whole] <= cut)
+            whole++;
+        assert_int_equal(fx->ngot, whole);
+        for (size_t i = 0; i < whole; i++)
+            assert_is_sample(&fx->got[i], i, i + 1);
+        bool boundary = cut == 0 || (whole > 0 && ends[whole - 1] == cut);
+        assert_int_equal(rep.torn, boundary ? 0 : 1);
+        assert_int_equal(rep.damaged, 0);
+    }
+    free(orig);
+}
+
+/* A record written twice (a retry into a new segment) is applied once. */
+static void test_duplicate_skipped(void **state)
+{
+    struct fixture *fx = *state;
+    write_journal(fx, 3, 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/%020d.log", fx->jdir, 3);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    for (size_t i = 2; i < 5; i++) {
+        struct journal_record r = sample(i);
+        struct kept k = encode(&r, i + 1);
+        assert_int_equal(write(fd, k.bytes, k.len), (ssize_t)k.len);
+        free(k.bytes);
+    }
+    close(fd);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_is_sample(&fx->got[i], i, i + 1);
+    assert_int_equal(rep.skipped, 1);
+    assert_int_equal(rep.last_pos, 5);
+    /* And the journal continues after the highest position. */
+    struct journal *j = open_manual(fx, NULL);
+    assert_int_equal(append_samples(j, 5, 1), 6);
+    close_ok(j);
+}
+
+/* Random faults on the journal thread's writes and fdatasyncs (seeded, bounded). */
+struct chaos {
+    uint64_t rng;
+    atomic_bool on;
+    atomic_int failed_calls;
+};
+
+static bool chaos_roll(struct chaos *c, unsigned percent)
+{
+    c->rng = c->rng * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+    return atomic_load(&c->on) && (unsigned)(c->rng >> 33) % 100 < percent;
+}
+
+static ssize_t chaos_write(void *ctx, int fd, const void *buf, size_t len)
+{
+    struct chaos *c = ctx;
+    if (chaos_roll(c, 15)) {
+        atomic_fetch_add(&c->failed_calls, 1);
+        if (len > 1 && chaos_roll(c, 50))
+            return write(fd, buf, len / 2); /* short; the next call decides */
+        errno = ENOSPC;
+        return -1;
+    }
+    return write(fd, buf, len);
+}
+
+static int chaos_sync(void *ctx, int fd)
+{
+    struct chaos *c = ctx;
+    if (chaos_roll(c, 15)) {
+        atomic_fetch_add(&c->failed_calls, 1);
+        errno = EIO;
+        return -1;
+    }
+    return fdatasync(fd);
+}
+
+struct ledger {
+    uint64_t next; /* the next position an event must start at */
+    size_t durable, failed, recovered;
+};
+
+static void ledger_event(void *ctx, const struct journal_event *ev)
+{
+    struct ledger *l = ctx;
+    if (ev->type == JOURNAL_EV_RECOVERED) {
+        l->recovered++;
+        return;
+    }
+    /* Every position gets exactly one answer, in order. */
+    assert_int_equal(ev->first, l->next);
+    assert_true(ev->last >= ev->first);
+    l->next = ev->last + 1;
+    if (ev->type == JOURNAL_EV_DURABLE)
+        l->durable++;
+    else
+        l->failed++;
+}
+
+static void test_chaos_always(void **state)
+{
+    struct fixture *fx = *state;
+    struct chaos c = {.rng = 12345};
+    atomic_store(&c.on, true);
+    struct journal_io io = {.write = chaos_write, .fdatasync = chaos_sync, .ctx = &c};
+    struct journal_opts o = {
+        .mode = JOURNAL_MODE_ALWAYS, .io = &io, .retry_ms = 1, .segment_bytes = 2000};
+    struct journal *j = open_manual(fx, &o);
+    struct ledger l = {.next = 1};
+    size_t appended = 0, refused = 0;
+    for (int pass = 0; pass < 400; pass++) {
+        if (journal_check(j, NULL) == 0) {
+            size_t n = 1 + (size_t)pass % 5;
+            assert_int_equal(append_samples(j, appended, n), appended + n);
+            appended += n;
+        } else {
+            refused++;
+        }
+        journal_commit(j);
+        journal_poll(j, ledger_event, &l);
+        usleep(200);
+    }
+    atomic_store(&c.on, false);
+    for (int tries = 0; tries < 1000 && (l.next <= appended || journal_check(j, NULL) != 0);
+         tries++) {
+        usleep(2000);
+        journal_poll(j, ledger_event, &l);
+    }
+    assert_int_equal(l.next, appended + 1);
+    assert_int_equal(journal_check(j, NULL), 0);
+    assert_int_equal(journal_durable_pos(j), appended);
+    assert_true(atomic_load(&c.failed_calls) > 0);
+    assert_true(l.failed > 0 && l.durable > 0 && l.recovered > 0);
+    close_ok(j);
+    /* Whatever failed on the way, the journal holds every record once, in order. */
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(rep.torn + rep.damaged, 0);
+    assert_int_equal(fx->ngot, appended);
+    for (size_t i = 0; i < appended; i++)
+        assert_is_sample(&fx->got[i], i, i + 1);
+    (void)refused;
+}
+
 /* ---- truncate_before and positions ---- */
 
 static void test_truncate_before(void **state)
@@ -989,6 +1165,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_middle_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_always, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncate_before, setup, teardown),
         cmocka_unit_test_setup_teardown(test_positions_across_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_enospc_write, setup, teardown),
