@@ -1081,14 +1081,14 @@ int journal_close(struct journal *j, struct journal_error *err)
 }
 
 /* Under mu. */
-static int check_locked(const struct journal *j, size_t more, struct journal_error *err)
+static int check_locked(const struct journal *j, struct journal_error *err)
 {
     if (j->broken) {
         if (err)
             *err = j->fail;
         return JOURNAL_EBROKEN;
     }
-    if ((uint64_t)j->pending.len + j->unsynced + more > j->max_buffer)
+    if ((uint64_t)j->pending.len + j->unsynced > j->max_buffer)
         return fail(err, JOURNAL_EBACKLOG, JOURNAL_STEP_APPEND, 0, NULL);
     return 0;
 }
@@ -1097,7 +1097,7 @@ int journal_check(const struct journal *j, struct journal_error *err)
 {
     struct journal *mj = (struct journal *)j; /* the mutex, not the journal, changes */
     pthread_mutex_lock(&mj->mu);
-    int rc = check_locked(j, 0, err);
+    int rc = check_locked(j, err);
     pthread_mutex_unlock(&mj->mu);
     return rc;
 }
@@ -1138,9 +1138,14 @@ int journal_append(struct journal *j, const struct journal_record *rec, uint64_t
         total += sz;
     }
     pthread_mutex_lock(&j->mu);
-    int rc = check_locked(j, total, NULL);
-    if (rc != 0)
+    int rc = 0;
+    /* The caller checked before mutating; the mutation happened, so record it even if the
+     * disk broke meanwhile (it is retried with the rest). Only a caller that never checks
+     * meets this hard bound. */
+    if ((uint64_t)j->pending.len + j->unsynced + total > 2 * j->max_buffer) {
+        rc = JOURNAL_EBACKLOG;
         goto done;
+    }
     struct buf *b = &j->pending;
     if (b->len + total > b->cap) {
         size_t cap = b->cap ? b->cap : 64 * 1024;

@@ -126,18 +126,21 @@ int journal_open(const char *data_dir, const struct journal_opts *opts, struct j
 int journal_close(struct journal *j, struct journal_error *err);
 
 /*
- * 0 if an append would be accepted now, else JOURNAL_EBROKEN (*err holds the failure of
- * the disk, e.g. "write ...: No space left on device") or JOURNAL_EBACKLOG. Call it before
- * a mutation, so a write that cannot be journaled is refused before it changes anything.
+ * 0 if the journal takes writes now, else JOURNAL_EBROKEN (*err holds the failure of the
+ * disk, e.g. "write ...: No space left on device") or JOURNAL_EBACKLOG (more than
+ * opts.max_buffer bytes wait). Call it before a mutation: a write that cannot be journaled
+ * is refused before it changes anything. err may be NULL.
  */
 int journal_check(const struct journal *j, struct journal_error *err);
 
 /*
- * Buffers rec (no system call). ADD batches over JOURNAL_MAX_HASHES and UNION/INTERSECT
- * over JOURNAL_MAX_SOURCES become several consecutive records (replaying them in order
- * has the same effect). Returns 0 and sets *pos (may be NULL) to the position of the last
- * record, or JOURNAL_EBROKEN, JOURNAL_EBACKLOG (as journal_check), JOURNAL_EINVAL,
- * JOURNAL_ENOMEM; on failure nothing was buffered. rec->pos is ignored.
+ * Buffers rec (no system call): call it after the mutation journal_check allowed. It is
+ * taken even if the disk failed meanwhile (it is written with the retry), so it fails only
+ * with JOURNAL_EINVAL, JOURNAL_ENOMEM, or JOURNAL_EBACKLOG past twice opts.max_buffer
+ * (a caller that never checks); nothing is buffered then. ADD batches over
+ * JOURNAL_MAX_HASHES and UNION/INTERSECT over JOURNAL_MAX_SOURCES become several
+ * consecutive records (replaying them in order has the same effect). Returns 0 and sets
+ * *pos (may be NULL) to the position of the last record. rec->pos is ignored.
  */
 int journal_append(struct journal *j, const struct journal_record *rec, uint64_t *pos);
 

@@ -1028,9 +1028,6 @@ static void test_enospc_write(void **state)
     assert_non_null(strstr(msg, ".log: No space left on device"));
     assert_int_equal(journal_check(j, &err), JOURNAL_EBROKEN);
     assert_int_equal(err.sys, ENOSPC);
-    struct journal_record r = sample(10);
-    assert_int_equal(journal_append(j, &r, NULL), JOURNAL_EBROKEN);
-    assert_int_equal(journal_last_pos(j), 10);
     journal_poll(j, on_event, &e);
     assert_int_equal(e.n, 2);
     assert_int_equal(e.ev[0].type, JOURNAL_EV_DURABLE);
@@ -1049,20 +1046,28 @@ static void test_enospc_write(void **state)
     journal_stats(j, &st);
     assert_true(st.broken);
     assert_int_equal(st.failures, 2);
+    /* A mutation checked before the failure is still recorded (and written on retry). */
+    struct journal_record r = sample(10);
+    assert_int_equal(journal_append(j, &r, NULL), 0);
+    assert_int_equal(journal_last_pos(j), 11);
     /* Space is back: the same records are written once, and appends resume. */
     assert_int_equal(journal_sync(j, &durable, &err), 0);
-    assert_int_equal(durable, 10);
+    assert_int_equal(durable, 11);
     assert_int_equal(journal_check(j, &err), 0);
     journal_poll(j, on_event, &e);
-    assert_int_equal(e.n, 1);
-    assert_int_equal(e.ev[0].type, JOURNAL_EV_RECOVERED);
-    append_samples(j, 10, 2);
+    /* Record 11 was appended after the FAILED event: it gets its own answer. */
+    assert_int_equal(e.n, 2);
+    assert_int_equal(e.ev[0].type, JOURNAL_EV_DURABLE);
+    assert_int_equal(e.ev[0].first, 11);
+    assert_int_equal(e.ev[0].last, 11);
+    assert_int_equal(e.ev[1].type, JOURNAL_EV_RECOVERED);
+    append_samples(j, 11, 2);
     close_ok(j);
     struct journal_replay_report rep;
     assert_int_equal(replay(fx, 0, &rep), 0);
     assert_int_equal(rep.torn + rep.damaged, 0);
-    assert_int_equal(fx->ngot, 12);
-    for (size_t i = 0; i < 12; i++)
+    assert_int_equal(fx->ngot, 13);
+    for (size_t i = 0; i < 13; i++)
         assert_is_sample(&fx->got[i], i, i + 1);
 }
 
@@ -1141,12 +1146,20 @@ static void test_backlog(void **state)
     struct journal *j = open_manual(fx, &o);
     struct journal_record r = {
         .type = JOURNAL_ADD, .name = {"f", 1}, .hashes = hashes, .nhashes = 100};
+    struct journal_error err;
+    assert_int_equal(journal_append(j, &r, NULL), 0);
+    assert_int_equal(journal_append(j, &r, NULL), 0);
+    assert_int_equal(journal_check(j, &err), 0);
+    assert_int_equal(journal_append(j, &r, NULL), 0); /* checked: taken */
+    assert_int_equal(journal_check(j, &err), JOURNAL_EBACKLOG);
+    assert_int_equal(err.code, JOURNAL_EBACKLOG);
+    /* Appending without checking meets the hard bound at twice max_buffer. */
     assert_int_equal(journal_append(j, &r, NULL), 0);
     assert_int_equal(journal_append(j, &r, NULL), 0);
     assert_int_equal(journal_append(j, &r, NULL), JOURNAL_EBACKLOG);
-    struct journal_error err;
-    assert_int_equal(journal_check(j, &err), 0);
+    assert_int_equal(journal_last_pos(j), 5);
     assert_int_equal(journal_sync(j, NULL, &err), 0);
+    assert_int_equal(journal_check(j, &err), 0);
     assert_int_equal(journal_append(j, &r, NULL), 0);
     close_ok(j);
 }
