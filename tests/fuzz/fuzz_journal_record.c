@@ -5,6 +5,7 @@
  * inside the input, have valid fields, and re-encode to exactly its bytes; a PARTIAL
  * answer must hold for every shorter view of the same bytes too.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
