@@ -29,7 +29,6 @@
 #define DEFAULT_MAX_BUFFER ((uint64_t)256 << 20)
 #define DEFAULT_SYNC_MS 1000u
 #define DEFAULT_RETRY_MS 200u
-#define EVERYSEC_WRITE_BYTES ((size_t)1 << 20) /* EVERYSEC: write once this much waits */
 #define EVERYSEC_SYNC_BYTES ((size_t)64 << 20) /* EVERYSEC: sync early past this unsynced */
 #define MAX_EVENTS 1024
 #define READ_BUF_BYTES ((size_t)4 << 20) /* holds any frame (JOURNAL_RECORD_MAX) twice */
@@ -56,7 +55,7 @@ struct journal {
     uint64_t next_pos;         /* position of the next record appended */
     size_t unsynced;           /* bytes the flusher holds (its wbuf.len) */
     bool commit_req;           /* ALWAYS: a group waits */
-    bool write_req;            /* EVERYSEC: a write's worth waits */
+    bool write_req;            /* EVERYSEC: records wait to be written */
     bool stop;                 /* journal_close: finish and exit */
     bool broken;               /* the last write/sync failed; appends refused */
     struct journal_error fail; /* why, while broken */
@@ -1184,7 +1183,9 @@ void journal_commit(struct journal *j)
             j->commit_req = true;
             pthread_cond_signal(&j->cond);
         }
-    } else if (j->pending.len >= EVERYSEC_WRITE_BYTES && !j->write_req) {
+    } else if (j->pending.len > 0 && !j->write_req) {
+        /* As Redis's everysec: write every pass (off the loop), so a kill -9 loses only
+         * what the thread had not yet taken; fdatasync once per sync_ms. */
         j->write_req = true;
         pthread_cond_signal(&j->cond);
     }

@@ -523,7 +523,7 @@ static void test_everysec(void **state)
     struct journal_opts o = {.mode = JOURNAL_MODE_EVERYSEC, .sync_ms = 50};
     struct journal *j = open_manual(fx, &o);
     append_samples(j, 0, 30);
-    journal_commit(j); /* below a write's worth: nothing yet */
+    journal_commit(j); /* written now, synced at the next tick */
     for (int tries = 0; tries < 500 && journal_durable_pos(j) < 30; tries++)
         usleep(2000);
     assert_int_equal(journal_durable_pos(j), 30); /* the 50 ms tick synced it */
@@ -533,6 +533,23 @@ static void test_everysec(void **state)
     assert_int_equal(replay(fx, 0, &rep), 0);
     assert_int_equal(fx->ngot, 40);
     assert_is_sample(&fx->got[39], 39, 40);
+
+    /* Each commit is written at once (a kill -9 loses nothing the thread took), long
+     * before the minute's fdatasync. */
+    o.sync_ms = 60000;
+    j = open_manual(fx, &o);
+    append_samples(j, 40, 5);
+    char seg[256];
+    segment_path(fx, 1, seg, sizeof seg);
+    assert_int_equal(file_size(seg), 0);
+    journal_commit(j);
+    for (int tries = 0; tries < 500 && file_size(seg) == 0; tries++)
+        usleep(2000);
+    assert_true(file_size(seg) > 0);
+    assert_int_equal(journal_durable_pos(j), 40);
+    close_ok(j);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, 45);
 }
 
 /* ---- damage ---- */
