@@ -110,8 +110,9 @@ struct journal;
  * Opens the journal of data_dir for appending: creates <data_dir>/journal if missing
  * (fsyncing data_dir), finds the last position in the existing segments and starts a
  * new segment after it. The first record appended gets a position greater than that
- * last one and than opts->min_pos: pass the largest journal_pos of the snapshots loaded,
- * so positions never go back even if the journal directory was lost. Call journal_replay
+ * last one and than opts->min_pos: pass the largest of the snapshots' journal_pos and of
+ * journal_replay's last_pos, so positions never go back even if the journal directory was
+ * lost or its last segment was set aside. Call journal_replay
  * first (it repairs torn tails); opts may be NULL (EVERYSEC, defaults). Returns 0 and sets
  * *out, or a journal_err with *err filled. The caller ends it with journal_close().
  */
