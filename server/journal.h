@@ -6,10 +6,10 @@
  * records at hundreds of thousands per second and must never block on the disk; one
  * write(2) and, under `always`, one fdatasync(2) serve every record appended meanwhile.
  *
- * Threads: journal_append, journal_check, journal_commit and journal_poll are called by
- * the event loop (appends may come from several threads: they serialise on one mutex
- * held for a memcpy); journal_truncate_before by the snapshot thread or any other; the
- * queries from anywhere. All writes, fdatasyncs and segment rotations run on the journal
+ * Threads: journal_check, journal_append and journal_commit are called by the event loop
+ * (or several: they serialise on one mutex held for a memcpy); journal_poll by one thread
+ * only (the loop that holds replies); journal_truncate_before by one thread at a time, off
+ * the loop; the queries from anywhere. All writes, fdatasyncs and segment rotations run on the journal
  * thread (modes EVERYSEC, ALWAYS) or inside journal_write/journal_sync (mode MANUAL).
  * No libevent here: the loop watches journal_fd() and calls journal_poll() on it.
  *
@@ -17,7 +17,7 @@
  * reused, increasing across reopen). A snapshot that covers position P holds the effect
  * of every record <= P. A failed write or fdatasync loses nothing: the records stay
  * buffered and are written again (after the file is cut back to its last synced size)
- * until it succeeds; meanwhile journal_check refuses new appends.
+ * until it succeeds; meanwhile journal_check refuses new writes.
  */
 #ifndef BLOOMD_SERVER_JOURNAL_H
 #define BLOOMD_SERVER_JOURNAL_H
