@@ -9,9 +9,9 @@
  * Threads: journal_check, journal_append and journal_commit are called by the event loop
  * (or several: they serialise on one mutex held for a memcpy); journal_poll by one thread
  * only (the loop that holds replies); journal_truncate_before by one thread at a time, off
- * the loop; the queries from anywhere. All writes, fdatasyncs and segment rotations run on the journal
- * thread (modes EVERYSEC, ALWAYS) or inside journal_write/journal_sync (mode MANUAL).
- * No libevent here: the loop watches journal_fd() and calls journal_poll() on it.
+ * the loop; the queries from anywhere. All writes, fdatasyncs and segment rotations run
+ * on the journal thread (modes EVERYSEC, ALWAYS) or inside journal_write/journal_sync
+ * (mode MANUAL). No libevent here: the loop watches journal_fd(), calls journal_poll().
  *
  * Positions: every record gets the next position (1, 2, ...; dense within a run, never
  * reused, increasing across reopen). A snapshot that covers position P holds the effect
