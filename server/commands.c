@@ -20,6 +20,7 @@
 #include "proto/number.h"
 #include "server/clock.h"
 #include "server/config.h"
+#include "server/durable.h"
 #include "server/jobs.h"
 #include "server/kinds.h"
 #include "server/log.h"
@@ -193,6 +194,87 @@ static void exists(struct result *res, const struct filter *f, const struct kind
     result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
 }
 
+/* ---- the journal's records of mutations (server/durable.h) ---- */
+
+static struct journal_name jname(const struct filter *f)
+{
+    return (struct journal_name){f->name, f->name_len};
+}
+
+/* Journals keys h[0..n) added to f (with bits: only those it did not hold). Returns the
+ * record's position, or 0 when none was written. */
+static uint64_t journal_keys(struct server *srv, struct filter *f, const struct sbf_hash *h,
+                             size_t n, const bool *bits)
+{
+    if (!durable_on(srv))
+        return 0;
+    struct sbf_hash fresh[COMMANDS_BATCH];
+    size_t m = n;
+    if (bits != NULL) {
+        m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!bits[i])
+                fresh[m++] = h[i];
+        h = fresh;
+    }
+    if (m == 0)
+        return 0;
+    struct journal_record rec = {.type = JOURNAL_ADD, .name = jname(f), .hashes = h, .nhashes = m};
+    return durable_append(srv, f, &rec);
+}
+
+/* Journals a record naming only f (CLEAR, DROP by name). */
+static uint64_t journal_named(struct server *srv, enum journal_type type, struct proto_slice name)
+{
+    if (!durable_on(srv))
+        return 0;
+    struct journal_record rec = {.type = type, .name = {name.ptr, name.len}};
+    return durable_append(srv, NULL, &rec);
+}
+
+/* Journals a successful UNION/INTERSECT: dst and its sources, in order. */
+static uint64_t journal_setop(struct server *srv, const struct proto_request *req)
+{
+    if (!durable_on(srv))
+        return 0;
+    struct journal_name *src = calloc(req->nargs > 0 ? req->nargs : 1, sizeof *src);
+    if (src == NULL)
+        return 0; /* logged by nobody: the next snapshot still has the result */
+    struct proto_slice rest = req->args, name;
+    size_t n = 0;
+    while (n < req->nargs && proto_next_arg(&rest, &name))
+        src[n++] = (struct journal_name){name.ptr, name.len};
+    struct journal_record rec = {.type = req->cmd == PROTO_CMD_INTERSECT ? JOURNAL_INTERSECT
+                                                                         : JOURNAL_UNION,
+                                 .name = {req->name.ptr, req->name.len},
+                                 .sources = src,
+                                 .nsources = n};
+    uint64_t pos = n > 0 ? durable_append(srv, NULL, &rec) : 0;
+    free(src);
+    return pos;
+}
+
+/* Journals a successful CLEAR: of name, or of every filter when name is empty. */
+static uint64_t journal_clear(struct server *srv, struct proto_slice name)
+{
+    if (!durable_on(srv))
+        return 0;
+    if (name.len > 0)
+        return journal_named(srv, JOURNAL_CLEAR, name);
+    struct filter **all;
+    size_t n;
+    uint64_t pos = 0;
+    if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        pos =
+            journal_named(srv, JOURNAL_CLEAR, (struct proto_slice){all[i]->name, all[i]->name_len});
+        filter_unref(all[i]);
+    }
+    free(all);
+    return pos;
+}
+
 static void cmd_create(struct server *srv, const struct proto_request *req, struct result *res)
 {
     const struct proto_create *o = &req->create;
@@ -249,19 +331,30 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         return;
     }
     result_set(res, RESULT_CREATED, NULL);
+    if (durable_on(srv)) {
+        unsigned char params[128];
+        struct journal_record rec = {.type = JOURNAL_CREATE,
+                                     .name = {req->name.ptr, req->name.len},
+                                     .kind_tag = ops->tag,
+                                     .params = params,
+                                     .nparams = durable_encode_params(&p, params, sizeof params)};
+        res->count = durable_append(srv, NULL, &rec); /* the position, for durable_reply */
+    }
 }
 
-static void cmd_add(struct server *srv, struct stats *st, const struct proto_request *req,
-                    struct result *res)
+static int cmd_add(struct server *srv, struct stats *st, const struct proto_request *req,
+                   struct result *res, struct completion *later)
 {
+    if (durable_check(srv, res) != 0)
+        return CMD_DONE;
     struct filter *f = lookup(srv, req->name);
     if (f == NULL) {
         not_found(res, req->name);
-        return;
+        return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
     struct proto_slice rest = req->args, key;
-    uint64_t added = 0;
+    uint64_t added = 0, pos = 0;
     int rc = SBF_OK;
     bool more = true;
     while (more && rc == SBF_OK) {
@@ -271,6 +364,8 @@ static void cmd_add(struct server *srv, struct stats *st, const struct proto_req
         size_t k = 0;
         if (n > 0)
             rc = f->ops->add_batch(f->obj, h, n, &k);
+        if (k > 0) /* a failed batch is journaled whole: replaying a few more keys is safe */
+            pos = journal_keys(srv, f, h, n, NULL);
         added += k;
         st->keys_stored += n;
     }
@@ -280,24 +375,27 @@ static void cmd_add(struct server *srv, struct stats *st, const struct proto_req
     st->keys_added += added;
     if (rc != SBF_OK) {
         lib_error(res, rc);
-        return;
+        return CMD_DONE;
     }
     res->status = RESULT_COUNT;
     res->count = added;
+    return durable_reply(srv, pos, res, later);
 }
 
 /* CHECK and CHECKADD: one bit per key. */
-static void cmd_check(struct server *srv, struct stats *st, const struct proto_request *req,
-                      struct result *res, bool add)
+static int cmd_check(struct server *srv, struct stats *st, const struct proto_request *req,
+                     struct result *res, bool add, struct completion *later)
 {
+    if (add && durable_check(srv, res) != 0)
+        return CMD_DONE;
     struct filter *f = lookup(srv, req->name);
     if (f == NULL) {
         not_found(res, req->name);
-        return;
+        return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
     struct proto_slice rest = req->args, key;
-    uint64_t added = 0, checked = 0;
+    uint64_t added = 0, checked = 0, pos = 0;
     int rc = SBF_OK;
     bool more = true;
     res->status = RESULT_BITS;
@@ -312,11 +410,15 @@ static void cmd_check(struct server *srv, struct stats *st, const struct proto_r
             break;
         if (add) {
             rc = f->ops->checkadd_batch(f->obj, h, n, bits);
-            if (rc != SBF_OK)
+            if (rc != SBF_OK) {
+                pos = journal_keys(srv, f, h, n, NULL); /* part of it may be in: journal all */
                 break;
+            }
             for (size_t i = 0; i < n; i++)
                 added += !bits[i];
             st->keys_stored += n;
+            uint64_t p = journal_keys(srv, f, h, n, bits);
+            pos = p > 0 ? p : pos;
         } else {
             f->ops->check_batch(f->obj, h, n, bits);
             size_t present = 0;
@@ -335,8 +437,11 @@ static void cmd_check(struct server *srv, struct stats *st, const struct proto_r
 
     /* After a failed growth the keys before the failing batch were added; the client
      * learns of the failure only. */
-    if (rc != SBF_OK)
+    if (rc != SBF_OK) {
         lib_error(res, rc);
+        return CMD_DONE;
+    }
+    return durable_reply(srv, pos, res, later);
 }
 
 struct setop {
@@ -685,7 +790,10 @@ int commands_autocreate(struct server *srv, struct stats *st, struct proto_slice
         req.create.kind = (struct proto_slice){t->kind, strlen(t->kind)};
     }
     st->cmd[PROTO_CMD_CREATE]++;
+    if (durable_check(srv, res) != 0)
+        return -1;
     cmd_create(srv, &req, res);
+    res->count = 0; /* cmd_create leaves the journal position there */
     if (res->status != RESULT_CREATED && res->status != RESULT_EXISTS)
         return -1;
     result_reset(res);
@@ -713,9 +821,9 @@ static void run_alone(struct server *srv, struct stats *st, const struct proto_r
                       struct result *res)
 {
     if (req->cmd == PROTO_CMD_ADD)
-        cmd_add(srv, st, req, res);
+        cmd_add(srv, st, req, res, NULL);
     else
-        cmd_check(srv, st, req, res, req->cmd == PROTO_CMD_CHECKADD);
+        cmd_check(srv, st, req, res, req->cmd == PROTO_CMD_CHECKADD, NULL);
 }
 
 void commands_execute_run(struct server *srv, struct stats *st, const struct proto_request *reqs,
@@ -724,6 +832,11 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     enum proto_cmd cmd = reqs[0].cmd;
     st->commands += n;
     st->cmd[cmd] += n;
+    if (cmd != PROTO_CMD_CHECK && durable_check(srv, res) != 0) {
+        for (size_t i = 0; i < n; i++) /* res holds the journal's error: the same for all */
+            each(ctx, i, res);
+        return;
+    }
     struct filter *f = lookup(srv, reqs[0].name);
     if (f == NULL) {
         for (size_t i = 0; i < n; i++) {
@@ -748,6 +861,10 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
         f->ops->check_batch(f->obj, h, total, bits);
     else
         rc = f->ops->checkadd_batch(f->obj, h, total, bits); /* ADD is CHECKADD, counted */
+    /* Journaled before any reply: the keys that were new (all of them after a failure).
+     * Runs are never merged when replies wait for the journal (durable_holds). */
+    if (cmd != PROTO_CMD_CHECK)
+        journal_keys(srv, f, h, total, rc == SBF_OK ? bits : NULL);
     /*
      * Keys [0, done) were processed. After a failed growth the failing key is the first
      * one still absent: every key before it was added, and the failure changed nothing.
@@ -822,22 +939,28 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
     st->cmd[req->cmd]++;
     switch (req->cmd) {
     case PROTO_CMD_CREATE:
+        if (durable_check(srv, res) != 0)
+            return CMD_DONE;
         cmd_create(srv, req, res);
+        if (res->status == RESULT_CREATED) {
+            uint64_t pos = res->count;
+            res->count = 0;
+            return durable_reply(srv, pos, res, later);
+        }
         break;
     case PROTO_CMD_ADD:
-        cmd_add(srv, st, req, res);
-        break;
+        return cmd_add(srv, st, req, res, later);
     case PROTO_CMD_CHECK:
-        cmd_check(srv, st, req, res, false);
-        break;
+        return cmd_check(srv, st, req, res, false, later);
     case PROTO_CMD_CHECKADD:
-        cmd_check(srv, st, req, res, true);
-        break;
+        return cmd_check(srv, st, req, res, true, later);
     case PROTO_CMD_UNION:
-        cmd_setop(srv, req, res, false);
-        break;
     case PROTO_CMD_INTERSECT:
-        cmd_setop(srv, req, res, true);
+        if (durable_check(srv, res) != 0)
+            return CMD_DONE;
+        cmd_setop(srv, req, res, req->cmd == PROTO_CMD_INTERSECT);
+        if (res->status == RESULT_OK)
+            return durable_reply(srv, journal_setop(srv, req), res, later);
         break;
     case PROTO_CMD_INFO:
         cmd_info(srv, req, res);
@@ -845,10 +968,20 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
     case PROTO_CMD_LIST:
         cmd_list(srv, req, res);
         break;
-    case PROTO_CMD_DROP:
-        return cmd_drop(srv, req, res, later);
+    case PROTO_CMD_DROP: {
+        if (durable_check(srv, res) != 0)
+            return CMD_DONE;
+        int r = cmd_drop(srv, req, res, later);
+        if (r == CMD_PENDING || res->status == RESULT_DELETED) /* gone from the table */
+            journal_named(srv, JOURNAL_DROP, req->name);
+        return r;
+    }
     case PROTO_CMD_CLEAR:
+        if (durable_check(srv, res) != 0)
+            return CMD_DONE;
         cmd_clear(srv, req, res);
+        if (res->status == RESULT_OK)
+            return durable_reply(srv, journal_clear(srv, req->name), res, later);
         break;
     case PROTO_CMD_FLUSH:
         return cmd_flush(srv, req, res, later);

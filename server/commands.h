@@ -73,7 +73,9 @@ typedef void (*commands_each_fn)(void *ctx, size_t i, const struct result *res);
  * with a single lib batch call, so pipelined one-key requests overlap their cache misses
  * like one many-key request, and hands each request's result to each(ctx, i, res) in
  * order (res is scratch, reset between calls). Results and counters are exactly those of
- * n commands_execute() calls, also when the filter cannot grow part-way.
+ * n commands_execute() calls, also when the filter cannot grow part-way. The results are
+ * given at once: do not merge runs when replies must wait for the journal
+ * (durable_holds()).
  */
 void commands_execute_run(struct server *srv, struct stats *st, const struct proto_request *reqs,
                           size_t n, struct result *res, commands_each_fn each, void *ctx);

@@ -32,7 +32,10 @@ enum opt_kind {
     OPT_LEVEL,  /* log level name */
     OPT_LOGFMT, /* log format name */
     OPT_BOOL,   /* int 0/1 from yes/no, true/false, on/off, 1/0 */
+    OPT_DURA,   /* durability mode name */
 };
+
+static const char *const durability_names[] = {"snapshot", "everysec", "always"};
 
 struct opt_def {
     const char *name; /* INI key; flag is --name with '-', env BLOOMD_NAME */
@@ -80,6 +83,8 @@ static const struct opt_def opts[] = {
      "CREATE capacity when not given (1e6, 1M allowed)"},
     {"default_error", OPT_FRAC, F(default_error), 0, 0, false, "P",
      "CREATE error rate when not given, in (0, 1)"},
+    {"durability", OPT_DURA, F(durability), 0, 0, false, "MODE",
+     "snapshot, everysec (journal, fsync each second) or always (reply once on disk)"},
     {"memcache_port", OPT_UINT, F(memcache_port), 0, 65535, false, "N",
      "memcached-protocol port on the same address, 0 = off (11211 is usual)"},
     {"memcache_default_filter", OPT_STR, F(memcache_default_filter), 0, 0, false, "NAME",
@@ -106,6 +111,7 @@ void config_defaults(struct config *c)
     c->default_capacity = 100000;
     c->default_error = 0.01;
     snprintf(c->memcache_default_filter, sizeof(c->memcache_default_filter), "default");
+    c->durability = 1; /* everysec */
 }
 
 const struct config_template *config_template_for(const struct config *c, const char *name)
@@ -231,6 +237,15 @@ static int set_value(struct config *c, const struct opt_def *o, const char *valu
             *(double *)(void *)field = d;
         break;
     }
+    case OPT_DURA:
+        for (int i = 0; i < 3; i++) {
+            if (strcasecmp(value, durability_names[i]) == 0) {
+                *(int *)(void *)field = i;
+                ok = true;
+            }
+        }
+        want = "snapshot, everysec or always";
+        break;
     case OPT_BOOL: {
         static const char *const yes[] = {"yes", "true", "on", "1"};
         static const char *const no[] = {"no", "false", "off", "0"};
@@ -561,6 +576,9 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
         break;
     case OPT_BOOL:
         snprintf(buf, len, "%s", *(const int *)(const void *)field ? "yes" : "no");
+        break;
+    case OPT_DURA:
+        snprintf(buf, len, "%s", durability_names[*(const int *)(const void *)field]);
         break;
     case OPT_LOGFMT:
         snprintf(buf, len, "%s",

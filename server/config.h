@@ -46,6 +46,7 @@ struct config {
     char log_file[CONFIG_PATH_MAX];    /* empty = stderr */
     uint64_t default_capacity;         /* CREATE without capacity= */
     double default_error;              /* CREATE without error= */
+    int durability;                    /* enum durability (server/durable.h) */
     unsigned memcache_port;            /* memcached-protocol listener, 0 = off */
     char memcache_default_filter[129]; /* filter of memcached keys without "<filter>:" */
     int memcache_flush_all;            /* 1: memcached flush_all clears every filter */

@@ -5,6 +5,7 @@
 #include "server/recover.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/clock.h"
@@ -17,9 +18,8 @@ static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, vo
                      const struct container_header *hdr, uint64_t bytes, int64_t mtime)
 {
     struct server *srv = ctx;
-    /* Generations that expired while the daemon was down go now, before anyone reads. */
-    if (ops->advance != NULL)
-        (void)ops->advance(obj, clock_wall_ms(), NULL, NULL);
+    /* Time-driven filters are brought up to now by recover_settle(), after the journal's
+     * records (which carry their own times) are replayed over them. */
     struct filter *flt = filter_new(name, strlen(name), ops, obj);
     if (flt == NULL) {
         ops->free(obj);
@@ -29,6 +29,7 @@ static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, vo
     /* Clean unless it is an old format: the file holds exactly this content. */
     atomic_store(&flt->changes, hdr->version < CONTAINER_VERSION ? 1 : 0);
     atomic_store(&flt->saved_at, mtime);
+    atomic_store(&flt->journal_pos, hdr->journal_pos); /* the journal is replayed from here */
     int rc = registry_put(srv->reg, flt);
     filter_unref(flt);
     if (rc != REGISTRY_OK) {
@@ -63,6 +64,22 @@ static void on_report(void *ctx, enum snapfile_event ev, const char *file, const
         log_msg(LOG_WARN, "snapshot: ignoring %s: %s", file, reason);
         break;
     }
+}
+
+void recover_settle(struct server *srv)
+{
+    struct filter **all;
+    size_t n;
+    if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
+        return;
+    int64_t now = clock_wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        /* Nobody reads yet: what expired while the daemon was down is freed at once. */
+        if (all[i]->ops->advance != NULL)
+            (void)all[i]->ops->advance(all[i]->obj, now, NULL, NULL);
+        filter_unref(all[i]);
+    }
+    free(all);
 }
 
 int recover_load(struct server *srv)

@@ -20,4 +20,11 @@ enum recover_err {
  */
 int recover_load(struct server *srv);
 
+/*
+ * Brings every time-driven (windowed) filter up to now: generations that expired while
+ * the daemon was down are dropped. Call after recover_load() and the journal's replay,
+ * before anyone reads.
+ */
+void recover_settle(struct server *srv);
+
 #endif

@@ -24,12 +24,14 @@
 #include "lib/kind.h"
 
 struct filter {
-    _Atomic uint32_t refs;      /* the table's reference plus one per holder */
-    _Atomic bool dropped;       /* set when DROP removed it from the table */
-    _Atomic uint64_t changes;   /* bumped by every mutation; starts at 1 (never saved) */
-    _Atomic int64_t saved_at;   /* Unix time of its last snapshot, 0 if none (snapshot.c) */
-    const struct kind_ops *ops; /* the filter's kind */
-    void *obj;                  /* the filter itself, of kind ops; owned; never replaced */
+    _Atomic uint32_t refs;        /* the table's reference plus one per holder */
+    _Atomic bool dropped;         /* set when DROP removed it from the table */
+    _Atomic uint64_t changes;     /* bumped by every mutation; starts at 1 (never saved) */
+    _Atomic int64_t saved_at;     /* Unix time of its last snapshot, 0 if none (snapshot.c) */
+    _Atomic uint64_t journal_pos; /* journal position its last snapshot covers, 0 if none */
+    int64_t rotated_ms;           /* time of its last journaled ROTATE (loop thread only) */
+    const struct kind_ops *ops;   /* the filter's kind */
+    void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
     size_t name_len;
     char name[]; /* NUL-terminated copy (names never contain NUL) */
 };

@@ -10,6 +10,7 @@
 #include "proto/proto.h"
 #include "server/commands.h"
 #include "server/conn.h"
+#include "server/durable.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "server/worker.h"
@@ -44,7 +45,8 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
     struct proto_request run[TEXT_RUN];
     size_t off = 0, used = 0;
     int st = PROTO_MORE;
-    bool parsed = false; /* run[0], st and used already hold the request at off */
+    bool parsed = false;             /* run[0], st and used already hold the request at off */
+    bool holds = durable_holds(srv); /* replies wait for the journal: no merged runs */
     while (off < len && conn_can_execute(c)) {
         struct proto_request *req = &run[0];
         if (!parsed)
@@ -52,7 +54,7 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
         parsed = false;
         if (st == PROTO_MORE)
             break;
-        if (st == PROTO_OK && commands_runnable(req)) {
+        if (st == PROTO_OK && commands_runnable(req) && !holds) {
             /* Merge the small key requests that follow into one lib batch. */
             size_t n = 1, keys = req->nargs, next_used = 0;
             int next = PROTO_MORE;

@@ -17,6 +17,7 @@
 
 #include "server/clock.h"
 #include "server/conn.h"
+#include "server/durable.h"
 #include "server/http.h"
 #include "server/jobs.h"
 #include "server/listen.h"
@@ -199,6 +200,10 @@ static void load_run(struct job *j)
 {
     struct load_job *lj = (struct load_job *)j;
     lj->rc = recover_load(lj->srv);
+    if (lj->rc == 0)
+        lj->rc = durable_start(lj->srv); /* replay the journal over the snapshots */
+    if (lj->rc == 0)
+        recover_settle(lj->srv);
 }
 
 static void load_free(struct job *j)
@@ -212,6 +217,8 @@ static void load_done(struct job *j)
     struct load_job *lj = (struct load_job *)j;
     struct server *srv = lj->srv;
     struct worker *w = srv->worker;
+    if (lj->rc == 0)
+        lj->rc = durable_attach(srv, w->base);
     if (lj->rc == 0)
         w->lis[0] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.port);
     if (lj->rc == 0 && w->lis[0] != NULL && srv->cfg.memcache_port != 0) {
@@ -270,6 +277,7 @@ int server_run(struct server *srv)
     if (srv->failed)
         return SERVER_EIO;
     int rc = snapshot_stop(srv) == 0 ? SERVER_OK : SERVER_EIO;
+    durable_stop(srv);
     log_msg(LOG_INFO, "stopped");
     return rc;
 }
@@ -277,6 +285,7 @@ int server_run(struct server *srv)
 void server_destroy(struct server *srv)
 {
     snapshot_stop(srv); /* after a failed start-up: nothing to write, joins the thread */
+    durable_stop(srv);
     notify_stop();
     http_free(srv->http); /* after the job thread: a figures job may hold its pointer */
     if (srv->drained != NULL)

@@ -23,6 +23,7 @@ struct http;
 struct registry;
 struct snapshotter;
 struct worker;
+struct durable;
 
 /* Where the process is in its life: /readyz and systemd's READY=1 follow it. */
 enum server_phase {
@@ -44,6 +45,7 @@ struct server {
     bool failed;              /* start-up failed after the loop started (logged) */
     struct http *http;        /* the HTTP pages; NULL when http_port is 0 */
     struct event *drained;    /* fires when the shutdown's last snapshot is written */
+    struct durable *durable;  /* the journal (server/durable.h); NULL in mode snapshot */
 };
 
 enum server_err {

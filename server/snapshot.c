@@ -27,6 +27,7 @@
 
 #include "proto/request.h"
 #include "server/clock.h"
+#include "server/durable.h"
 #include "server/jobs.h"
 #include "server/log.h"
 #include "server/registry.h"
@@ -58,10 +59,12 @@ struct snap_job {
     size_t n;
     char name[PROTO_MAX_NAME + 1]; /* SNAP_DELETE */
     bool periodic;                 /* queued by the timer */
+    bool all;                      /* SNAP_WRITE of every dirty filter */
     snapshot_done_fn done;         /* FLUSH, DROP: called on the event loop; else NULL */
     void *arg;
-    int err;       /* result: 0 or SNAPSHOT_EIO */
-    char why[256]; /* the first failure */
+    uint64_t covered; /* SNAP_WRITE: journal position when queued: what the files cover */
+    int err;          /* result: 0 or SNAPSHOT_EIO */
+    char why[256];    /* the first failure */
 };
 
 static void count_failure(struct snapshotter *s)
@@ -101,11 +104,12 @@ static bool write_filter(struct snap_job *j, struct filter *f, uint64_t *bytes)
     struct snapfile_error err;
     uint64_t n = 0;
     uint64_t t0 = clock_mono_ms();
-    int rc =
-        snapfile_write(s->srv->cfg.data_dir, f->name, f->ops, f->obj, 0, still_wanted, f, &n, &err);
+    int rc = snapfile_write(s->srv->cfg.data_dir, f->name, f->ops, f->obj, j->covered, still_wanted,
+                            f, &n, &err);
     if (rc == SNAPFILE_EABANDONED)
         return false;
     if (rc == 0) {
+        atomic_store_explicit(&f->journal_pos, j->covered, memory_order_relaxed);
         atomic_compare_exchange_strong_explicit(&f->changes, &seen, 0, memory_order_acq_rel,
                                                 memory_order_relaxed);
         atomic_store_explicit(&f->saved_at, (int64_t)time(NULL), memory_order_relaxed);
@@ -145,6 +149,8 @@ static void run_write(struct snap_job *j)
         j->filters[i] = NULL;
     }
     uint64_t ms = clock_mono_ms() - t0;
+    if (j->all)
+        durable_truncate(s->srv, j->covered); /* segments every snapshot now covers */
     pthread_mutex_lock(&s->lock);
     if (j->periodic)
         s->periodic_queued = false;
@@ -223,6 +229,9 @@ static struct snap_job *write_job(struct snapshotter *s, struct filter *f, snaps
     struct snap_job *j = new_job(s, SNAP_WRITE, done, arg);
     if (j == NULL)
         return NULL;
+    /* Read before collecting: a record after this point is replayed over the file. */
+    j->covered = durable_last_pos(s->srv);
+    j->all = f == NULL;
     if (f != NULL) {
         j->filters = malloc(sizeof *j->filters);
         if (j->filters == NULL) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "server/clock.h"
+#include "server/durable.h"
 #include "server/registry.h"
 #include "server/server.h"
 #include "server/snapshot.h"
@@ -109,4 +110,5 @@ void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
     u64(fn, ctx, "snapshot_failures", st.failures);
     u64(fn, ctx, "snapshots_written", st.written);
     u64(fn, ctx, "snapshot_running", st.running);
+    durable_visit(srv, fn, ctx);
 }
