@@ -62,16 +62,20 @@ wait_port() {
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
 
 # Server starters: set PID and PORT, or return 1 with the log on stderr.
+# BLOOMD_ARGS: extra flags of the next bloomd (durability); PROTO_RE: which listener's port.
+BLOOMD_ARGS=()
+PROTO_RE="bloomd"
 start_bloomd() {
     local dir="$TMP/bloomd.$1" i
     mkdir -p "$dir"
     "$BLOOMD" --bind 127.0.0.1 --port 0 --data-dir "$dir" --snapshot-interval 0 \
-        2>"$dir/log" &
+        "${BLOOMD_ARGS[@]}" 2>"$dir/log" &
     PID=$!
     PIDS+=("$PID")
     PORT=
     for ((i = 0; i < 100; i++)); do
-        PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/log" | head -n 1)
+        PORT=$(sed -n "s/.*listening on 127\.0\.0\.1:\([0-9]*\) ($PROTO_RE protocol).*/\1/p" \
+            "$dir/log" | head -n 1)
         [ -n "$PORT" ] && break
         kill -0 "$PID" 2>/dev/null || break
         sleep 0.1
@@ -81,11 +85,25 @@ start_bloomd() {
     return 1
 }
 
+start_bloomd_snapshot() { BLOOMD_ARGS=(--durability snapshot); start_bloomd "$@"; }
+start_bloomd_everysec() { BLOOMD_ARGS=(--durability everysec); start_bloomd "$@"; }
+start_bloomd_always() { BLOOMD_ARGS=(--durability always); start_bloomd "$@"; }
+start_bloomd_mc() {
+    BLOOMD_ARGS=(--durability snapshot --memcache-port "$(free_port)")
+    PROTO_RE="memcached"
+    start_bloomd "$@"
+    local rc=$?
+    PROTO_RE="bloomd"
+    return $rc
+}
+
+# REDIS_AOF: Redis's appendonly settings of the next server.
+REDIS_AOF=(--appendonly no)
 start_redis() {
     local dir="$TMP/redis.$1"
     mkdir -p "$dir"
     PORT=$(free_port)
-    redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+    redis-server --port "$PORT" --bind 127.0.0.1 --save '' "${REDIS_AOF[@]}" --dir "$dir" \
         >"$dir/log" 2>&1 &
     PID=$!
     PIDS+=("$PID")
@@ -112,7 +130,7 @@ start_memcached() {
 
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 ROWS=()      # "label|result line" per row; result empty when the row failed
-NROWS=$((5 + (RIGHT_SIZED == 1)))
+NROWS=$((11 + (RIGHT_SIZED == 1)))
 FAILED=0
 
 # row LABEL SERVER LOADGEN-ARGS...: fresh server, RSS before/after, one loadgen run.
@@ -147,16 +165,28 @@ row() {
 }
 
 CREATE="capacity=$CAPACITY error=$ERROR"
-row "bloomd CHECKADD 1 key, pipelined" bloomd --proto bloomd --command CHECKADD --batch 1 \
-    --depth "$DEPTH" --create "$CREATE"
-row "bloomd CHECKADD $BATCH keys/line" bloomd --proto bloomd --command CHECKADD \
+# The first rows are snapshots only (as bloomd 0.1.0 ran); the durability rows follow.
+row "bloomd CHECKADD 1 key, pipelined" bloomd_snapshot --proto bloomd --command CHECKADD \
+    --batch 1 --depth "$DEPTH" --create "$CREATE"
+row "bloomd CHECKADD $BATCH keys/line" bloomd_snapshot --proto bloomd --command CHECKADD \
     --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
 if [ "$RIGHT_SIZED" = 1 ]; then
-    row "bloomd CHECKADD $BATCH keys/line, sized" bloomd --proto bloomd --command CHECKADD \
-        --batch "$BATCH" --depth "$BATCH_DEPTH" --create "capacity=$KEYS error=$ERROR"
+    row "bloomd CHECKADD $BATCH keys/line, sized" bloomd_snapshot --proto bloomd \
+        --command CHECKADD --batch "$BATCH" --depth "$BATCH_DEPTH" \
+        --create "capacity=$KEYS error=$ERROR"
 fi
+row "bloomd $BATCH keys/line, everysec" bloomd_everysec --proto bloomd --command CHECKADD \
+    --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
+row "bloomd $BATCH keys/line, always" bloomd_always --proto bloomd --command CHECKADD \
+    --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
+row "bloomd memcached add, pipelined" bloomd_mc --proto memcached --depth "$DEPTH"
 row "Redis SADD 1 member, pipelined" redis --proto redis --batch 1 --depth "$DEPTH"
 row "Redis SADD $BATCH members" redis --proto redis --batch "$BATCH" --depth "$BATCH_DEPTH"
+REDIS_AOF=(--appendonly yes --appendfsync everysec)
+row "Redis SADD $BATCH, aof everysec" redis --proto redis --batch "$BATCH" --depth "$BATCH_DEPTH"
+REDIS_AOF=(--appendonly yes --appendfsync always)
+row "Redis SADD $BATCH, aof always" redis --proto redis --batch "$BATCH" --depth "$BATCH_DEPTH"
+REDIS_AOF=(--appendonly no)
 row "memcached add, pipelined" memcached --proto memcached --depth "$DEPTH"
 
 # The table; ratios compare like with like (one-key rows with bloomd's one-key row,
@@ -199,4 +229,23 @@ END {
     print "memory = this row bytes per key / bloomd bytes per key. Shared CPUs: read ratios, not absolutes."
 }
 function ratio(x) { return x >= 10 ? sprintf("%.0fx", x) : sprintf("%.2fx", x) }'
+# Durability and protocol ratios, from the same run.
+printf '%s\n' "${ROWS[@]}" | awk -v batch="$BATCH" '{
+    split($0, lr, "|"); v = lr[2]; sub(/.*keys_per_s=/, "", v); sub(/ .*/, "", v)
+    if (lr[2] != "") k[lr[1]] = v + 0 }
+END {
+    base = k["bloomd CHECKADD " batch " keys/line"]
+    if (base > 0) {
+        printf "durability: everysec %.2fx, always %.2fx of snapshot (100 keys/line)\n",
+            k["bloomd " batch " keys/line, everysec"] / base, k["bloomd " batch " keys/line, always"] / base
+    }
+    r = k["Redis SADD " batch " members"]
+    if (r > 0)
+        printf "Redis: aof everysec %.2fx, always %.2fx of no aof\n",
+            k["Redis SADD " batch ", aof everysec"] / r, k["Redis SADD " batch ", aof always"] / r
+    m = k["memcached add, pipelined"]
+    if (m > 0)
+        printf "memcached protocol: bloomd add %.2fx the real memcached add\n",
+            k["bloomd memcached add, pipelined"] / m
+}'
 exit "$FAILED"
