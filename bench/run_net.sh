@@ -179,7 +179,7 @@ row "bloomd $BATCH keys/line, everysec" bloomd_everysec --proto bloomd --command
     --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
 row "bloomd $BATCH keys/line, always" bloomd_always --proto bloomd --command CHECKADD \
     --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
-row "bloomd memcached add, pipelined" bloomd_mc --proto memcached --depth "$DEPTH"
+row "bloomd memcached add, pipelined" bloomd_mc --proto memcached --approximate --depth "$DEPTH"
 row "Redis SADD 1 member, pipelined" redis --proto redis --batch 1 --depth "$DEPTH"
 row "Redis SADD $BATCH members" redis --proto redis --batch "$BATCH" --depth "$BATCH_DEPTH"
 REDIS_AOF=(--appendonly yes --appendfsync everysec)
