@@ -392,7 +392,8 @@ uint32_t window_generations(const struct window *w, struct window_gen out[WINDOW
         struct sbf_info si;
         sbf_info(gen_at(w, s, c), &si);
         uint64_t span = atomic_load_explicit(&slot_at(w, s, c)->span, memory_order_relaxed);
-        out[c] = (struct window_gen){.span = span,
+        out[c] = (struct window_gen){.sbf = gen_at(w, s, c),
+                                     .span = span,
                                      .start_ms = window_span_start(&w->params, w->epoch, span),
                                      .items = si.items,
                                      .bytes = si.bytes,

@@ -124,8 +124,9 @@ void window_info(const struct window *w, struct window_info *out);
 
 /* One live generation, for INFO. */
 struct window_gen {
-    uint64_t span;    /* the span it was started for */
-    int64_t start_ms; /* that span's start, Unix ms */
+    const struct sbf *sbf; /* its filter: valid while the caller may read w (kind.h) */
+    uint64_t span;         /* the span it was started for */
+    int64_t start_ms;      /* that span's start, Unix ms */
     uint64_t items, bytes;
     uint32_t stages;
 };

@@ -170,6 +170,54 @@ static int k_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
     return rc;
 }
 
+/* Every stage of every live generation, oldest generation first (generation 0 = newest). */
+static void k_parts(const void *f, bool count_ones, kind_part_fn fn, void *ctx)
+{
+    struct window_gen gens[WINDOW_MAX_GENERATIONS];
+    uint32_t live = window_generations(f, gens), index = 0;
+    for (uint32_t g = live; g-- > 0;) {
+        for (uint32_t i = 0; i < gens[g].stages; i++) {
+            struct sbf_stage_view v;
+            if (!sbf_stage(gens[g].sbf, i, &v))
+                break;
+            struct kind_part part = {
+                .index = index++,
+                .generation = g,
+                .started_ms = gens[g].start_ms,
+                .capacity = v.capacity,
+                .items = v.items,
+                .bytes = v.bytes,
+                .blocks = v.nblocks,
+                .block_bits = SBF_BLOCK_BITS,
+                .k = v.k,
+                .error = v.error,
+                .ones = count_ones ? sbf_stage_ones(gens[g].sbf, i) : 0,
+            };
+            fn(ctx, &part);
+        }
+    }
+}
+
+static void k_explain(const void *f, struct sbf_hash h, kind_probe_fn fn, void *ctx)
+{
+    struct window_gen gens[WINDOW_MAX_GENERATIONS];
+    uint32_t live = window_generations(f, gens), index = 0;
+    for (uint32_t g = live; g-- > 0;) {
+        struct sbf_probe pr;
+        for (uint32_t i = 0; i < gens[g].stages && sbf_probe(gens[g].sbf, i, h, &pr); i++) {
+            struct kind_probe kp = {
+                .part = index++,
+                .block = pr.block,
+                .nbits = pr.nbits,
+                .pos = pr.pos,
+                .set = pr.set,
+                .present = pr.present,
+            };
+            fn(ctx, &kp);
+        }
+    }
+}
+
 const struct kind_ops kind_window = {
     .name = "window",
     .tag = KIND_TAG_WINDOW,
@@ -193,4 +241,6 @@ const struct kind_ops kind_window = {
     .encode = k_encode,
     .encoded_size = k_encoded_size,
     .decode = k_decode,
+    .parts = k_parts,
+    .explain = k_explain,
 };

@@ -368,6 +368,7 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
             pos = journal_keys(srv, f, h, n, NULL);
         added += k;
         st->keys_stored += n;
+        filter_count_keys(f, n, k);
     }
     if (added > 0)
         filter_touch(f);
@@ -414,9 +415,12 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
                 pos = journal_keys(srv, f, h, n, NULL); /* part of it may be in: journal all */
                 break;
             }
+            size_t fresh = 0;
             for (size_t i = 0; i < n; i++)
-                added += !bits[i];
+                fresh += !bits[i];
+            added += fresh;
             st->keys_stored += n;
+            filter_count_keys(f, n, fresh);
             uint64_t p = journal_keys(srv, f, h, n, bits);
             pos = p > 0 ? p : pos;
         } else {
@@ -907,6 +911,7 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
             st->keys_absent += m - present;
         } else {
             st->keys_stored += m;
+            filter_count_keys(f, m, a);
         }
         added += a;
         each(ctx, i, res);

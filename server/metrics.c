@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <event2/buffer.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +244,18 @@ static void filter_metrics_render(struct render *r, struct server *srv, const st
             }
             evbuffer_add_printf(r->out, "%s{filter=\"%s\"}", filter_metrics[m].name, f[i]->name);
             value(r, v);
+        }
+    }
+    header(r, "bloomd_keys_total", "counter",
+           "Keys written to the filter by ADD/CHECKADD (and memcached add/set), new or seen.");
+    for (size_t i = 0; i < n; i++) {
+        static const char *const results[2] = {"new", "seen"};
+        uint64_t v[2] = {atomic_load_explicit(&f[i]->keys_new, memory_order_relaxed),
+                         atomic_load_explicit(&f[i]->keys_seen, memory_order_relaxed)};
+        for (int k = 0; k < 2; k++) {
+            evbuffer_add_printf(r->out, "bloomd_keys_total{filter=\"%s\",result=\"%s\"}",
+                                f[i]->name, results[k]);
+            value(r, (double)v[k]);
         }
     }
     for (size_t i = 0; i < n; i++)

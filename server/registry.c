@@ -34,6 +34,8 @@ struct filter *filter_new(const char *name, size_t len, const struct kind_ops *o
     atomic_init(&flt->changes, 1);
     atomic_init(&flt->saved_at, 0);
     atomic_init(&flt->journal_pos, 0);
+    atomic_init(&flt->keys_new, 0);
+    atomic_init(&flt->keys_seen, 0);
     flt->rotated_ms = 0;
     flt->ops = ops;
     flt->obj = obj;
@@ -57,6 +59,14 @@ void filter_unref(struct filter *f)
         f->ops->free(f->obj);
         free(f);
     }
+}
+
+void filter_count_keys(struct filter *f, uint64_t n, uint64_t fresh)
+{
+    uint64_t a = atomic_load_explicit(&f->keys_new, memory_order_relaxed);
+    uint64_t b = atomic_load_explicit(&f->keys_seen, memory_order_relaxed);
+    atomic_store_explicit(&f->keys_new, a + fresh, memory_order_relaxed);
+    atomic_store_explicit(&f->keys_seen, b + (n - fresh), memory_order_relaxed);
 }
 
 void filter_touch(struct filter *f)

@@ -30,6 +30,8 @@ struct filter {
     _Atomic int64_t saved_at;     /* Unix time of its last snapshot, 0 if none (snapshot.c) */
     _Atomic uint64_t journal_pos; /* journal position its last snapshot covers, 0 if none */
     int64_t rotated_ms;           /* time of its last journaled ROTATE (loop thread only) */
+    _Atomic uint64_t keys_new;    /* keys ADD/CHECKADD found new (written by the loop only) */
+    _Atomic uint64_t keys_seen;   /* keys ADD/CHECKADD found present already */
     const struct kind_ops *ops;   /* the filter's kind */
     void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
     size_t name_len;
@@ -56,6 +58,10 @@ void filter_unref(struct filter *f);
 
 /* Marks the filter modified (for snapshots). */
 void filter_touch(struct filter *f);
+
+/* Counts keys written to f: fresh of them new, the rest of n already there (metrics).
+ * Loop thread only: a relaxed load and store, no locked instruction. */
+void filter_count_keys(struct filter *f, uint64_t n, uint64_t fresh);
 
 struct registry;
 

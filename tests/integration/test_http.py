@@ -101,6 +101,12 @@ def test_metrics_match_stats(daemon_factory):
         assert sample(fams, "bloomd_filter_promised_fpr_ratio", filter=name) == float(
             info[name]["error"])
         assert sample(fams, "bloomd_filter_info", filter=name, kind="sbf") == 1
+        # Per filter: new keys are its items; new + seen is every key written to it.
+        assert sample(fams, "bloomd_keys", filter=name, result="new") == int(info[name]["items"])
+    new = sum(sample(fams, "bloomd_keys", filter=n, result="new") for n in ("small", "wide"))
+    seen = sum(sample(fams, "bloomd_keys", filter=n, result="seen") for n in ("small", "wide"))
+    assert new + seen == int(st["keys_stored"]), (new, seen, st["keys_stored"])
+    assert fams["bloomd_keys"].type == "counter"
     assert int(info["small"]["stages"]) > 1
     assert sample(fams, "process_resident_memory_bytes") > 1 << 20
     assert sample(fams, "process_open_fds") >= 4

@@ -71,26 +71,34 @@ class Dom(html.parser.HTMLParser):
             self.current["name_text"] += data
 
 
-def setup_filters(d):
+def setup_filters(d, port):
     with d.client() as c:
         assert c.cmd("CREATE grown capacity=1000") == "CREATED"
         assert c.cmd("CREATE linear capacity=1000 growth=linear scale=1") == "CREATED"
         assert c.cmd("CREATE plain capacity=100000") == "CREATED"
+        assert c.cmd("CREATE win window=1h generations=4 capacity=3000") == "CREATED"
         c.add("grown", ["k%d" % i for i in range(6000)])
         c.add("linear", ["k%d" % i for i in range(3500)])
         c.add("plain", ["k%d" % i for i in range(2000)])
-        return {n: int(c.stats("INFO " + n)["stages"]) for n in ("grown", "linear", "plain")}
+        c.add("win", ["k%d" % i for i in range(2500)])
+        out = {n: int(c.stats("INFO " + n)["stages"]) for n in ("grown", "linear", "plain")}
+        # A windowed filter's parts are the stages of its live generations.
+        st, _, body = request(port, "/api/filters/win")
+        out["win"] = len(json.loads(body)["parts"])
+        return out
 
 
 def test_page_renders_filters(daemon_factory, browser):
     d, port = http_daemon(daemon_factory)
-    stages = setup_filters(d)
+    stages = setup_filters(d, port)
     assert stages["grown"] > 2 and stages["linear"] > 2 and stages["plain"] == 1
+    assert stages["win"] >= 1
     url = "http://127.0.0.1:%d/" % port
     r = chromium("--dump-dom", url)
     dom = Dom()
     dom.feed(r.stdout)
-    assert set(dom.filters) == {"grown", "linear", "plain"}, r.stdout[:2000]
+    assert set(dom.filters) == {"grown", "linear", "plain", "win"}, r.stdout[:2000]
+    assert "generation 0" in r.stdout, "the windowed filter's generations are not shown"
     for name, n in stages.items():
         assert dom.filters[name]["name_text"] == name
         assert dom.filters[name]["stages"] == n
@@ -99,7 +107,7 @@ def test_page_renders_filters(daemon_factory, browser):
 
 def test_page_explains_a_key(daemon_factory, browser):
     d, port = http_daemon(daemon_factory)
-    stages = setup_filters(d)
+    stages = setup_filters(d, port)
     for key in ("k42", "not-there"):
         url = "http://127.0.0.1:%d/?key=%s" % (port, urllib.parse.quote(key))
         r = chromium("--dump-dom", url)
