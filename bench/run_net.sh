@@ -97,6 +97,32 @@ start_bloomd_mc() {
     return $rc
 }
 
+# Two bloomd memcached listeners behind Debian's nutcracker (twemproxy, ketama): PORT is
+# the proxy's. Skipped (returns 1) when nutcracker is not installed.
+start_nutcracker() {
+    local bin dir="$TMP/nutcracker.$1" servers="" i mcport
+    bin=$(command -v nutcracker || echo /usr/sbin/nutcracker)
+    [ -x "$bin" ] || { echo "run_net.sh: nutcracker missing: scripts/deps.sh test" >&2; return 1; }
+    mkdir -p "$dir"
+    for i in 0 1; do
+        mcport=$(free_port)
+        BLOOMD_ARGS=(--durability snapshot --memcache-port "$mcport")
+        start_bloomd "$1.$i" || return 1
+        wait_port "$mcport" "$PID" || return 1
+        servers="$servers    - 127.0.0.1:$mcport:1 bloomd-$i
+"
+    done
+    PORT=$(free_port)
+    printf 'bench:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n  auto_eject_hosts: false\n  timeout: 5000\n  server_connections: 1\n  preconnect: true\n  servers:\n%s' \
+        "$PORT" "$servers" >"$dir/conf.yml"
+    "$bin" -c "$dir/conf.yml" -s "$(free_port)" >"$dir/log" 2>&1 &
+    PID=$!
+    PIDS+=("$PID")
+    wait_port "$PORT" "$PID" && return 0
+    cat "$dir/log" >&2
+    return 1
+}
+
 # REDIS_AOF: Redis's appendonly settings of the next server.
 REDIS_AOF=(--appendonly no)
 start_redis() {
@@ -130,7 +156,7 @@ start_memcached() {
 
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 ROWS=()      # "label|result line" per row; result empty when the row failed
-NROWS=$((11 + (RIGHT_SIZED == 1)))
+NROWS=$((13 + (RIGHT_SIZED == 1)))
 FAILED=0
 
 # row LABEL SERVER LOADGEN-ARGS...: fresh server, RSS before/after, one loadgen run.
@@ -179,7 +205,12 @@ row "bloomd $BATCH keys/line, everysec" bloomd_everysec --proto bloomd --command
     --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
 row "bloomd $BATCH keys/line, always" bloomd_always --proto bloomd --command CHECKADD \
     --batch "$BATCH" --depth "$BATCH_DEPTH" --create "$CREATE"
+row "bloomd $BATCH keys/line, window" bloomd_snapshot --proto bloomd --command CHECKADD \
+    --batch "$BATCH" --depth "$BATCH_DEPTH" \
+    --create "window=1h generations=4 capacity=$KEYS error=$ERROR"
 row "bloomd memcached add, pipelined" bloomd_mc --proto memcached --approximate --depth "$DEPTH"
+row "bloomd memcached add, nutcracker x2" nutcracker --proto memcached --approximate \
+    --depth "$DEPTH"
 row "Redis SADD 1 member, pipelined" redis --proto redis --batch 1 --depth "$DEPTH"
 row "Redis SADD $BATCH members" redis --proto redis --batch "$BATCH" --depth "$BATCH_DEPTH"
 REDIS_AOF=(--appendonly yes --appendfsync everysec)
@@ -247,5 +278,13 @@ END {
     if (m > 0)
         printf "memcached protocol: bloomd add %.2fx the real memcached add\n",
             k["bloomd memcached add, pipelined"] / m
+    d = k["bloomd memcached add, pipelined"]
+    if (d > 0)
+        printf "twemproxy: 2 bloomd behind nutcracker %.2fx one bloomd direct\n",
+            k["bloomd memcached add, nutcracker x2"] / d
+    s = k["bloomd CHECKADD " batch " keys/line, sized"]
+    if (s > 0)
+        printf "window: window=1h generations=4 sized for the keys %.2fx the sized plain filter\n",
+            k["bloomd " batch " keys/line, window"] / s
 }'
 exit "$FAILED"
