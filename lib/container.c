@@ -6,6 +6,8 @@
  */
 #include "lib/container.h"
 
+#include "lib/le.h"
+
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -14,29 +16,15 @@
 static const unsigned char container_magic[8] = {'B', 'L', 'O', 'O', 'M', 'D', 0, 0};
 static const unsigned char v2_magic[8] = {'B', 'L', 'O', 'O', 'M', 'S', 'B', 'F'};
 
-static void put_le(unsigned char *p, uint64_t v, unsigned bytes)
-{
-    for (unsigned i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, unsigned bytes)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 int container_encode(const struct kind_ops *ops, const void *f, uint64_t journal_pos,
                      sbf_write_fn write, void *ctx)
 {
     unsigned char h[CONTAINER_HEADER_BYTES];
     memcpy(h, container_magic, 8);
-    put_le(h + 8, CONTAINER_VERSION, 4);
-    put_le(h + 12, ops->tag, 4);
-    put_le(h + 16, journal_pos, 8);
-    put_le(h + 24, XXH3_64bits(h, 24), 8);
+    le_put(h + 8, CONTAINER_VERSION, 4);
+    le_put(h + 12, ops->tag, 4);
+    le_put(h + 16, journal_pos, 8);
+    le_put(h + 24, XXH3_64bits(h, 24), 8);
     if (write(ctx, h, sizeof h) != 0)
         return SBF_EIO;
     return ops->encode(f, write, ctx);
@@ -105,12 +93,12 @@ int container_decode(sbf_read_fn read, void *ctx, container_kind_fn find, void *
     rc = read_exact(read, ctx, h + 8, sizeof h - 8);
     if (rc != SBF_OK)
         return rc;
-    if (get_le(h + 24, 8) != XXH3_64bits(h, 24))
+    if (le_get(h + 24, 8) != XXH3_64bits(h, 24))
         return SBF_ECORRUPT;
-    uint32_t version = (uint32_t)get_le(h + 8, 4);
+    uint32_t version = (uint32_t)le_get(h + 8, 4);
     if (version != CONTAINER_VERSION)
         return SBF_EVERSION;
-    uint32_t tag = (uint32_t)get_le(h + 12, 4);
+    uint32_t tag = (uint32_t)le_get(h + 12, 4);
     const struct kind_ops *ops = find(find_ctx, tag);
     if (ops == NULL)
         return SBF_EKIND;
@@ -119,6 +107,6 @@ int container_decode(sbf_read_fn read, void *ctx, container_kind_fn find, void *
         return rc;
     *ops_out = ops;
     *hdr =
-        (struct container_header){.version = version, .tag = tag, .journal_pos = get_le(h + 16, 8)};
+        (struct container_header){.version = version, .tag = tag, .journal_pos = le_get(h + 16, 8)};
     return SBF_OK;
 }

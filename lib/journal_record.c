@@ -9,22 +9,10 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "lib/le.h"
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
-
-static void put_le(unsigned char *p, uint64_t v, unsigned bytes)
-{
-    for (unsigned i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, unsigned bytes)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Hashes as 16 bytes each, lo then hi, little-endian: on such a host that is exactly the
  * memory of struct sbf_hash, so the hot path is one memcpy (checked at compile time). */
@@ -43,8 +31,8 @@ static void put_hashes(unsigned char *p, const struct sbf_hash *h, size_t n)
         return;
     }
     for (size_t i = 0; i < n; i++, p += 16) {
-        put_le(p, h[i].lo, 8);
-        put_le(p + 8, h[i].hi, 8);
+        le_put(p, h[i].lo, 8);
+        le_put(p + 8, h[i].hi, 8);
     }
 }
 
@@ -55,8 +43,8 @@ static void get_hashes(struct sbf_hash *h, const unsigned char *p, size_t n)
         return;
     }
     for (size_t i = 0; i < n; i++, p += 16) {
-        h[i].lo = get_le(p, 8);
-        h[i].hi = get_le(p + 8, 8);
+        h[i].lo = le_get(p, 8);
+        h[i].hi = le_get(p + 8, 8);
     }
 }
 
@@ -136,22 +124,22 @@ long journal_record_encode(const struct journal_record *rec, uint64_t pos, void 
     if (cap < total)
         return JOURNAL_RECORD_ESPACE;
     unsigned char *h = out, *p = h + JOURNAL_RECORD_HEADER;
-    put_le(h, plen, 4);
+    le_put(h, plen, 4);
     h[4] = (unsigned char)rec->type;
     h[5] = h[6] = h[7] = 0;
-    put_le(h + 8, pos, 8);
-    put_le(h + 16, XXH3_64bits(h, 16), 8);
+    le_put(h + 8, pos, 8);
+    le_put(h + 16, XXH3_64bits(h, 16), 8);
     p = put_name(p, rec->name);
     switch (rec->type) {
     case JOURNAL_ADD:
-        put_le(p, rec->nhashes, 4);
+        le_put(p, rec->nhashes, 4);
         p += 4;
         put_hashes(p, rec->hashes, rec->nhashes);
         p += 16 * rec->nhashes;
         break;
     case JOURNAL_CREATE:
-        put_le(p, rec->kind_tag, 4);
-        put_le(p + 4, rec->nparams, 4);
+        le_put(p, rec->kind_tag, 4);
+        le_put(p + 4, rec->nparams, 4);
         p += 8;
         if (rec->nparams > 0)
             memcpy(p, rec->params, rec->nparams);
@@ -162,28 +150,28 @@ long journal_record_encode(const struct journal_record *rec, uint64_t pos, void 
         break;
     case JOURNAL_UNION:
     case JOURNAL_INTERSECT:
-        put_le(p, rec->nsources, 2);
+        le_put(p, rec->nsources, 2);
         p += 2;
         for (size_t i = 0; i < rec->nsources; i++)
             p = put_name(p, rec->sources[i]);
         break;
     case JOURNAL_ROTATE:
-        put_le(p, (uint64_t)rec->time_ms, 8);
+        le_put(p, (uint64_t)rec->time_ms, 8);
         p += 8;
         break;
     }
-    put_le(p, XXH3_64bits(h, JOURNAL_RECORD_HEADER + plen), 8);
+    le_put(p, XXH3_64bits(h, JOURNAL_RECORD_HEADER + plen), 8);
     return (long)total;
 }
 
 /* A header is intact if its checksum matches and its fields are in range. */
 static bool header_ok(const unsigned char *h, size_t *plen)
 {
-    if (get_le(h + 16, 8) != XXH3_64bits(h, 16))
+    if (le_get(h + 16, 8) != XXH3_64bits(h, 16))
         return false;
-    uint64_t len = get_le(h, 4);
+    uint64_t len = le_get(h, 4);
     if (h[4] < JOURNAL_ADD || h[4] > JOURNAL_ROTATE || h[5] || h[6] || h[7] ||
-        get_le(h + 8, 8) == 0 || len == 0 || len > JOURNAL_RECORD_MAX_PAYLOAD)
+        le_get(h + 8, 8) == 0 || len == 0 || len > JOURNAL_RECORD_MAX_PAYLOAD)
         return false;
     *plen = (size_t)len;
     return true;
@@ -231,7 +219,7 @@ static bool parse_payload(struct cursor *c, struct journal_scratch *scratch,
     case JOURNAL_ADD:
         if (!take(c, 4, &q))
             return false;
-        rec->nhashes = (size_t)get_le(q, 4);
+        rec->nhashes = (size_t)le_get(q, 4);
         if (rec->nhashes == 0 || rec->nhashes > JOURNAL_MAX_HASHES ||
             !take(c, 16 * rec->nhashes, &q))
             return false;
@@ -241,8 +229,8 @@ static bool parse_payload(struct cursor *c, struct journal_scratch *scratch,
     case JOURNAL_CREATE:
         if (!take(c, 8, &q))
             return false;
-        rec->kind_tag = (uint32_t)get_le(q, 4);
-        rec->nparams = (size_t)get_le(q + 4, 4);
+        rec->kind_tag = (uint32_t)le_get(q, 4);
+        rec->nparams = (size_t)le_get(q + 4, 4);
         if (rec->nparams > JOURNAL_MAX_PARAMS || !take(c, rec->nparams, &q))
             return false;
         rec->params = q;
@@ -254,7 +242,7 @@ static bool parse_payload(struct cursor *c, struct journal_scratch *scratch,
     case JOURNAL_INTERSECT:
         if (!take(c, 2, &q))
             return false;
-        rec->nsources = (size_t)get_le(q, 2);
+        rec->nsources = (size_t)le_get(q, 2);
         if (rec->nsources == 0 || rec->nsources > JOURNAL_MAX_SOURCES)
             return false;
         for (size_t i = 0; i < rec->nsources; i++)
@@ -265,7 +253,7 @@ static bool parse_payload(struct cursor *c, struct journal_scratch *scratch,
     case JOURNAL_ROTATE:
         if (!take(c, 8, &q))
             return false;
-        rec->time_ms = (int64_t)get_le(q, 8);
+        rec->time_ms = (int64_t)le_get(q, 8);
         return true;
     }
     return false;
@@ -283,11 +271,11 @@ long journal_record_decode(const void *buf, size_t len, struct journal_scratch *
     size_t total = JOURNAL_RECORD_OVERHEAD + plen;
     if (len < total)
         return JOURNAL_RECORD_PARTIAL;
-    if (get_le(h + JOURNAL_RECORD_HEADER + plen, 8) != XXH3_64bits(h, JOURNAL_RECORD_HEADER + plen))
+    if (le_get(h + JOURNAL_RECORD_HEADER + plen, 8) != XXH3_64bits(h, JOURNAL_RECORD_HEADER + plen))
         return JOURNAL_RECORD_CORRUPT;
     memset(rec, 0, sizeof *rec);
     rec->type = (enum journal_type)h[4];
-    rec->pos = get_le(h + 8, 8);
+    rec->pos = le_get(h + 8, 8);
     struct cursor c = {h + JOURNAL_RECORD_HEADER, h + JOURNAL_RECORD_HEADER + plen};
     /* The payload must be exactly what its fields say: nothing left over. */
     if (!parse_payload(&c, scratch, rec) || c.p != c.end)

@@ -15,6 +15,8 @@
  */
 #include "lib/window.h"
 
+#include "lib/le.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,48 +453,6 @@ int window_verify(const struct window *w)
 
 /* ---- codec ---- */
 
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (unsigned i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (unsigned i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (unsigned i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t f64_bits(double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, sizeof(v));
-    return v;
-}
-
-static double bits_f64(uint64_t v)
-{
-    double d;
-    memcpy(&d, &v, sizeof(d));
-    return d;
-}
-
 /* What encode writes, pinned once: the state and every generation's stage count. */
 struct plan {
     struct state s;
@@ -542,22 +502,22 @@ int window_encode(const struct window *w, sbf_write_fn write, void *ctx)
     const struct window_params *p = &w->params;
     unsigned char buf[HEADER_BYTES + GEN_BYTES * WINDOW_MAX_GENERATIONS];
     memcpy(buf, codec_magic, sizeof(codec_magic));
-    put_u32(buf + 8, CODEC_VERSION);
-    put_u32(buf + 12, p->generations);
-    put_u64(buf + 16, p->window_ms);
-    put_u64(buf + 24, (uint64_t)w->epoch);
-    put_u64(buf + 32, pl.s.span);
-    put_u64(buf + 40, p->sbf.capacity);
-    put_u64(buf + 48, f64_bits(p->sbf.error));
-    put_u32(buf + 56, (uint32_t)p->sbf.growth);
-    put_u64(buf + 60, f64_bits(p->sbf.scale));
-    put_u64(buf + 68, f64_bits(p->sbf.ratio));
-    put_u32(buf + 76, pl.s.live);
+    le_put32(buf + 8, CODEC_VERSION);
+    le_put32(buf + 12, p->generations);
+    le_put64(buf + 16, p->window_ms);
+    le_put64(buf + 24, (uint64_t)w->epoch);
+    le_put64(buf + 32, pl.s.span);
+    le_put64(buf + 40, p->sbf.capacity);
+    le_put64(buf + 48, le_f64_bits(p->sbf.error));
+    le_put32(buf + 56, (uint32_t)p->sbf.growth);
+    le_put64(buf + 60, le_f64_bits(p->sbf.scale));
+    le_put64(buf + 68, le_f64_bits(p->sbf.ratio));
+    le_put32(buf + 76, pl.s.live);
     unsigned char *q = buf + HEADER_BYTES;
     for (uint32_t c = 0; c < pl.s.live; c++, q += GEN_BYTES) {
-        put_u64(q, pl.spans[c]);
-        put_u64(q + 8, (uint64_t)window_span_start(p, w->epoch, pl.spans[c]));
-        put_u64(q + 16, sbf_encoded_size_stages(pl.gens[c], pl.stages[c]));
+        le_put64(q, pl.spans[c]);
+        le_put64(q + 8, (uint64_t)window_span_start(p, w->epoch, pl.spans[c]));
+        le_put64(q + 16, sbf_encoded_size_stages(pl.gens[c], pl.stages[c]));
     }
     struct writer wr = {.write = write, .ctx = ctx};
     XXH3_64bits_reset(&wr.hash);
@@ -568,7 +528,7 @@ int window_encode(const struct window *w, sbf_write_fn write, void *ctx)
         if (rc != SBF_OK)
             return rc;
     }
-    put_u64(buf, XXH3_64bits_digest(&wr.hash));
+    le_put64(buf, XXH3_64bits_digest(&wr.hash));
     return write(ctx, buf, 8) == 0 ? SBF_OK : SBF_EIO;
 }
 
@@ -628,26 +588,26 @@ static int check_header(struct reader *r, uint64_t max_bytes, struct window_para
         return rc;
     if (memcmp(hdr, codec_magic, sizeof(codec_magic)) != 0)
         return SBF_ECORRUPT;
-    if (get_u32(hdr + 8) != CODEC_VERSION)
+    if (le_get32(hdr + 8) != CODEC_VERSION)
         return SBF_EVERSION;
-    uint32_t growth = get_u32(hdr + 56);
+    uint32_t growth = le_get32(hdr + 56);
     if (growth > SBF_GROWTH_LINEAR)
         return SBF_ECORRUPT;
     *p = (struct window_params){
-        .sbf = {.capacity = get_u64(hdr + 40),
-                .error = bits_f64(get_u64(hdr + 48)),
+        .sbf = {.capacity = le_get64(hdr + 40),
+                .error = le_bits_f64(le_get64(hdr + 48)),
                 .growth = (enum sbf_growth)growth,
-                .scale = bits_f64(get_u64(hdr + 60)),
-                .ratio = bits_f64(get_u64(hdr + 68))},
-        .window_ms = get_u64(hdr + 16),
-        .generations = get_u32(hdr + 12),
+                .scale = le_bits_f64(le_get64(hdr + 60)),
+                .ratio = le_bits_f64(le_get64(hdr + 68))},
+        .window_ms = le_get64(hdr + 16),
+        .generations = le_get32(hdr + 12),
     };
-    *epoch = (int64_t)get_u64(hdr + 24);
-    s->span = get_u64(hdr + 32);
-    s->live = get_u32(hdr + 76);
+    *epoch = (int64_t)le_get64(hdr + 24);
+    s->span = le_get64(hdr + 32);
+    s->live = le_get32(hdr + 76);
     s->head = s->live > 0 ? s->live - 1 : 0;
     if (window_params_check(p) != SBF_OK || *epoch < 0 || *epoch > WINDOW_MAX_TIME ||
-        s->span > span_of(p, *epoch, WINDOW_MAX_TIME) || get_u32(hdr + 76) > p->generations)
+        s->span > span_of(p, *epoch, WINDOW_MAX_TIME) || le_get32(hdr + 76) > p->generations)
         return SBF_ECORRUPT;
 
     unsigned char tab[GEN_BYTES * WINDOW_MAX_GENERATIONS];
@@ -659,15 +619,15 @@ static int check_header(struct reader *r, uint64_t max_bytes, struct window_para
     uint64_t total = 0, prev = s->span + 1;
     for (uint32_t c = 0; c < s->live; c++) {
         const unsigned char *q = tab + (size_t)GEN_BYTES * c;
-        d[c].span = get_u64(q);
-        d[c].stream = get_u64(q + 16);
+        d[c].span = le_get64(q);
+        d[c].stream = le_get64(q + 16);
         /* A stream is its bits plus at most STREAM_OVERHEAD: refuse a length that stands
          * for more bits than max_bytes before planning its stages. */
         if (total > max_bytes ||
             (d[c].stream > STREAM_OVERHEAD && d[c].stream - STREAM_OVERHEAD > max_bytes - total))
             return SBF_ETOOBIG;
         if (d[c].span >= prev || s->span - d[c].span >= p->generations ||
-            (int64_t)get_u64(q + 8) != window_span_start(p, *epoch, d[c].span) ||
+            (int64_t)le_get64(q + 8) != window_span_start(p, *epoch, d[c].span) ||
             sbf_stream_stages(&gp, d[c].stream, &d[c].bits) == 0)
             return SBF_ECORRUPT;
         prev = d[c].span;
@@ -727,7 +687,7 @@ int window_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct 
     }
     if (rc != SBF_OK)
         goto fail;
-    if (get_u64(sum) != want) {
+    if (le_get64(sum) != want) {
         rc = SBF_ECORRUPT;
         goto fail;
     }

@@ -453,7 +453,8 @@ static int config_check_template(struct config_template *t, char *why, size_t le
     }
     if (st == PROTO_OK) {
         t->create = req.create;
-        memcpy(t->kind, req.create.kind.ptr, req.create.kind.len);
+        if (req.create.kind.len > 0)
+            memcpy(t->kind, req.create.kind.ptr, req.create.kind.len);
         t->kind[req.create.kind.len] = '\0';
         t->create.kind = (struct proto_slice){NULL, 0};
         return 0;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/le.h"
 #include "server/clock.h"
 #include "server/commands.h"
 #include "server/journal.h"
@@ -66,48 +67,20 @@ bool durable_holds(const struct server *srv)
 
 /* ---- CREATE parameters: 8 little-endian fields ---- */
 
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t dbits(double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    return v;
-}
-
-static double bitsd(uint64_t v)
-{
-    double d;
-    memcpy(&d, &v, sizeof d);
-    return d;
-}
-
 #define PARAMS_BYTES 64
 
 size_t durable_encode_params(const struct kind_params *p, unsigned char *out, size_t cap)
 {
     if (cap < PARAMS_BYTES)
         return 0;
-    put64(out, p->sbf.capacity);
-    put64(out + 8, dbits(p->sbf.error));
-    put64(out + 16, (uint64_t)p->sbf.growth);
-    put64(out + 24, dbits(p->sbf.scale));
-    put64(out + 32, dbits(p->sbf.ratio));
-    put64(out + 40, p->window_ms);
-    put64(out + 48, p->generations);
-    put64(out + 56, (uint64_t)p->now_ms);
+    le_put64(out, p->sbf.capacity);
+    le_put64(out + 8, le_f64_bits(p->sbf.error));
+    le_put64(out + 16, (uint64_t)p->sbf.growth);
+    le_put64(out + 24, le_f64_bits(p->sbf.scale));
+    le_put64(out + 32, le_f64_bits(p->sbf.ratio));
+    le_put64(out + 40, p->window_ms);
+    le_put64(out + 48, p->generations);
+    le_put64(out + 56, (uint64_t)p->now_ms);
     return PARAMS_BYTES;
 }
 
@@ -116,18 +89,18 @@ static int decode_params(const void *in, size_t n, struct kind_params *p)
     const unsigned char *b = in;
     if (n != PARAMS_BYTES)
         return -1;
-    uint64_t growth = get64(b + 16);
-    if (growth > SBF_GROWTH_LINEAR || get64(b + 48) > UINT32_MAX)
+    uint64_t growth = le_get64(b + 16);
+    if (growth > SBF_GROWTH_LINEAR || le_get64(b + 48) > UINT32_MAX)
         return -1;
     *p = (struct kind_params){
-        .sbf = {.capacity = get64(b),
-                .error = bitsd(get64(b + 8)),
+        .sbf = {.capacity = le_get64(b),
+                .error = le_bits_f64(le_get64(b + 8)),
                 .growth = (enum sbf_growth)growth,
-                .scale = bitsd(get64(b + 24)),
-                .ratio = bitsd(get64(b + 32))},
-        .window_ms = get64(b + 40),
-        .generations = (uint32_t)get64(b + 48),
-        .now_ms = (int64_t)get64(b + 56),
+                .scale = le_bits_f64(le_get64(b + 24)),
+                .ratio = le_bits_f64(le_get64(b + 32))},
+        .window_ms = le_get64(b + 40),
+        .generations = (uint32_t)le_get64(b + 48),
+        .now_ms = (int64_t)le_get64(b + 56),
     };
     return 0;
 }

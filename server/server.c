@@ -38,31 +38,6 @@ int server_init(struct server *srv, const struct config *cfg)
     return srv->reg != NULL ? SERVER_OK : SERVER_ENOMEM;
 }
 
-/* mkdir -p: creates dir and its missing parents. Returns 0 or -1 with errno set. */
-static int make_dirs(const char *dir)
-{
-    char path[CONFIG_PATH_MAX];
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char *p = path + 1; *p != '\0'; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
-        return -1;
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
 /* The barrier behind the shutdown's snapshot: wakes the loop, which then exits. */
 struct barrier_job {
     struct job job;
@@ -243,10 +218,7 @@ static void load_done(struct job *j)
 int server_run(struct server *srv)
 {
     raise_fd_limit(srv->cfg.max_connections);
-    if (make_dirs(srv->cfg.data_dir) != 0) {
-        log_msg(LOG_ERROR, "data directory %s: %s", srv->cfg.data_dir, strerror(errno));
-        return SERVER_EIO;
-    }
+    /* The data directory exists and is locked: main.c's datadir_open() saw to it. */
     /* The job thread hands completions back through an event: make libevent thread-safe. */
     if (evthread_use_pthreads() != 0) {
         log_msg(LOG_ERROR, "cannot enable libevent thread support");

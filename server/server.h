@@ -58,8 +58,9 @@ enum server_err {
 int server_init(struct server *srv, const struct config *cfg);
 
 /*
- * Creates the data directory, starts the worker, the snapshotter and the HTTP pages,
- * loads the snapshots on the job thread while the loop answers probes, then listens, and
+ * With the data directory created and locked (datadir_open), starts the worker, the
+ * snapshotter and the HTTP pages, loads the snapshots and replays the journal on the job
+ * thread while the loop answers probes, then listens, and
  * runs the event loop until SIGTERM/SIGINT (then writes a final snapshot while the
  * probes say "stopping"). Returns SERVER_OK after a clean stop, or an error that was logged.
  */

@@ -10,42 +10,12 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "tests/fuzz/fuzz_io.h"
+
 #include "lib/container.h"
 #include "lib/kind.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-struct in {
-    const uint8_t *data;
-    size_t len, pos;
-};
-
-static long mem_read(void *ctx, void *buf, size_t len)
-{
-    struct in *r = ctx;
-    size_t n = r->len - r->pos;
-    if (n > len)
-        n = len;
-    if (n > 1 && r->len > 0 && (r->data[r->len - 1] & 1u))
-        n = n / 2 + 1;
-    memcpy(buf, r->data + r->pos, n);
-    r->pos += n;
-    return (long)n;
-}
-
-struct cmp {
-    const uint8_t *want;
-    size_t len, pos;
-};
-
-static int cmp_write(void *ctx, const void *buf, size_t len)
-{
-    struct cmp *c = ctx;
-    if (len > c->len - c->pos || memcmp(c->want + c->pos, buf, len) != 0)
-        return -1;
-    c->pos += len;
-    return 0;
-}
 
 static const struct kind_ops *find(void *ctx, uint32_t tag)
 {
@@ -55,23 +25,23 @@ static const struct kind_ops *find(void *ctx, uint32_t tag)
 
 static void round_trip(const uint8_t *data, size_t size)
 {
-    struct in r = {.data = data, .len = size};
+    struct fuzz_in r = {.data = data, .len = size};
     const struct kind_ops *ops = NULL;
     void *f = NULL;
     struct container_header h;
-    if (container_decode(mem_read, &r, find, NULL, 1u << 20, NULL, &ops, &f, &h) != SBF_OK)
+    if (container_decode(fuzz_read, &r, find, NULL, 1u << 20, NULL, &ops, &f, &h) != SBF_OK)
         return;
     if (ops != &kind_sbf || ops->verify(f) != SBF_OK)
         abort();
     if (h.version == CONTAINER_VERSION) {
-        struct cmp c = {.want = data, .len = size};
-        if (container_encode(ops, f, h.journal_pos, cmp_write, &c) != SBF_OK || c.pos != size ||
-            container_encoded_size(ops, f) != size)
+        struct fuzz_cmp c = {.want = data, .len = size};
+        if (container_encode(ops, f, h.journal_pos, fuzz_cmp_write, &c) != SBF_OK ||
+            c.pos != size || container_encoded_size(ops, f) != size)
             abort();
     } else {
         /* v2: the payload is the whole input. */
-        struct cmp c = {.want = data, .len = size};
-        if (ops->encode(f, cmp_write, &c) != SBF_OK || c.pos != size)
+        struct fuzz_cmp c = {.want = data, .len = size};
+        if (ops->encode(f, fuzz_cmp_write, &c) != SBF_OK || c.pos != size)
             abort();
     }
     ops->free(f);

@@ -9,53 +9,21 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "tests/fuzz/fuzz_io.h"
+
 #include "lib/window.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-struct in {
-    const uint8_t *data;
-    size_t len, pos;
-};
-
-static long mem_read(void *ctx, void *buf, size_t len)
-{
-    struct in *r = ctx;
-    size_t n = r->len - r->pos;
-    if (n > len)
-        n = len;
-    /* Odd-sized reads, decided by the input itself, exercise the refill loops. */
-    if (n > 1 && r->len > 0 && (r->data[r->len - 1] & 1u))
-        n = n / 2 + 1;
-    memcpy(buf, r->data + r->pos, n);
-    r->pos += n;
-    return (long)n;
-}
-
-struct cmp {
-    const uint8_t *want;
-    size_t len, pos;
-};
-
-/* A writer that compares instead of storing: fails at the first differing byte. */
-static int cmp_write(void *ctx, const void *buf, size_t len)
-{
-    struct cmp *c = ctx;
-    if (len > c->len - c->pos || memcmp(c->want + c->pos, buf, len) != 0)
-        return -1;
-    c->pos += len;
-    return 0;
-}
-
 static void round_trip(const uint8_t *data, size_t size)
 {
-    struct in r = {.data = data, .len = size};
+    struct fuzz_in r = {.data = data, .len = size};
     struct window *w = NULL;
-    if (window_decode(mem_read, &r, 1u << 20, NULL, &w) != SBF_OK)
+    if (window_decode(fuzz_read, &r, 1u << 20, NULL, &w) != SBF_OK)
         return;
-    struct cmp c = {.want = data, .len = size};
-    if (window_verify(w) != SBF_OK || window_encode(w, cmp_write, &c) != SBF_OK || c.pos != size ||
-        window_encoded_size(w) != size)
+    struct fuzz_cmp c = {.want = data, .len = size};
+    if (window_verify(w) != SBF_OK || window_encode(w, fuzz_cmp_write, &c) != SBF_OK ||
+        c.pos != size || window_encoded_size(w) != size)
         abort();
     struct window_info info;
     window_info(w, &info);
