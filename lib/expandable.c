@@ -42,10 +42,14 @@
 #include "lib/expandable_internal.h"
 
 /* Target load: a block is split when entries exceed this share of the slots in use. */
-#define EXP_LOAD 0.9
+#define EXP_LOAD 0.85
 /* Levels of growth the fingerprint width is chosen for (2^11 = 2048x). */
 #define EXP_DESIGN_LEVELS 11u
-/* Splits per add at most when below the stash's high mark. */
+/* Stash entries that force a split (lookups scan the stash while it is not empty). */
+#define EXP_STASH_HIGH 16u
+/* Stash entries tried per drain. */
+#define EXP_DRAIN 8u
+/* Splits per add at most. */
 #define EXP_SPLITS_PER_ADD 2u
 /* Batches prefetch this many keys ahead (2 lines each). */
 #define EXP_AHEAD 12u
@@ -79,8 +83,9 @@ static void rem_shift_up(uint64_t *r, uint32_t from, uint32_t w)
     uint64_t keep[6];
     for (unsigned i = 0; i < 6; i++) {
         uint32_t lo = i * 64;
-        uint64_t mask = from <= lo ? 0 : from >= lo + 64 ? ~UINT64_C(0)
-                                                        : (UINT64_C(1) << (from - lo)) - 1;
+        uint64_t mask = from <= lo        ? 0
+                        : from >= lo + 64 ? ~UINT64_C(0)
+                                          : (UINT64_C(1) << (from - lo)) - 1;
         keep[i] = r[i] & mask;
         r[i] &= ~mask;
     }
@@ -92,8 +97,9 @@ static void rem_shift_up(uint64_t *r, uint32_t from, uint32_t w)
     }
     for (unsigned i = 0; i < 6; i++) {
         uint32_t lo = i * 64;
-        uint64_t mask = from <= lo ? 0 : from >= lo + 64 ? ~UINT64_C(0)
-                                                        : (UINT64_C(1) << (from - lo)) - 1;
+        uint64_t mask = from <= lo        ? 0
+                        : from >= lo + 64 ? ~UINT64_C(0)
+                                          : (UINT64_C(1) << (from - lo)) - 1;
         r[i] = (r[i] & ~mask) | keep[i];
     }
 }
@@ -105,8 +111,9 @@ static void rem_shift_down(uint64_t *r, uint32_t from, uint32_t w)
     uint64_t keep[6];
     for (unsigned i = 0; i < 6; i++) {
         uint32_t lo = i * 64;
-        uint64_t mask = to <= lo ? 0 : to >= lo + 64 ? ~UINT64_C(0)
-                                                    : (UINT64_C(1) << (to - lo)) - 1;
+        uint64_t mask = to <= lo        ? 0
+                        : to >= lo + 64 ? ~UINT64_C(0)
+                                        : (UINT64_C(1) << (to - lo)) - 1;
         keep[i] = r[i] & mask;
     }
     for (unsigned i = 0; i < 6; i++) {
@@ -117,8 +124,9 @@ static void rem_shift_down(uint64_t *r, uint32_t from, uint32_t w)
     }
     for (unsigned i = 0; i < 6; i++) {
         uint32_t lo = i * 64;
-        uint64_t mask = to <= lo ? 0 : to >= lo + 64 ? ~UINT64_C(0)
-                                                    : (UINT64_C(1) << (to - lo)) - 1;
+        uint64_t mask = to <= lo        ? 0
+                        : to >= lo + 64 ? ~UINT64_C(0)
+                                        : (UINT64_C(1) << (to - lo)) - 1;
         r[i] = (r[i] & ~mask) | keep[i];
     }
 }
@@ -387,8 +395,8 @@ static inline uint64_t partner(const struct expandable *f, uint64_t x, uint32_t 
 }
 
 /* Candidate k of key b under state st: level and cell of its block (no dead blocks). */
-static inline void resolve(const struct expandable *f, uint64_t st, uint64_t b, uint32_t j,
-                           int k, uint32_t *lv, uint64_t *x)
+static inline void resolve(const struct expandable *f, uint64_t st, uint64_t b, uint32_t j, int k,
+                           uint32_t *lv, uint64_t *x)
 {
     uint32_t l = STATE_LEVEL(st);
     uint64_t c = cell_of(b, l);
@@ -436,8 +444,7 @@ static void write_block(_Atomic uint64_t *p, const uint64_t *b)
     for (unsigned i = 0; i < XB_WORDS; i++)
         if (i != 1)
             atomic_store_explicit(&p[i], b[i], memory_order_relaxed);
-    atomic_store_explicit(&p[1],
-                          (b[1] & ~XB_SEQ_MASK) | (((seq + 2) & 0xffu) << XB_SEQ_SHIFT),
+    atomic_store_explicit(&p[1], (b[1] & ~XB_SEQ_MASK) | (((seq + 2) & 0xffu) << XB_SEQ_SHIFT),
                           memory_order_release);
 }
 
@@ -463,7 +470,10 @@ static bool stash_has_locked(const struct expandable *f, uint64_t b, uint32_t j)
 
 static bool stash_has(const struct expandable *f, uint64_t b, uint32_t j, bool sync)
 {
-    if (atomic_load_explicit(&f->nstash, memory_order_acquire) == 0)
+    /* The stash is rarely empty but holds few buckets: most lookups skip the scan. A
+     * bit is set before its entry is published and cleared only when the stash empties. */
+    uint64_t bits = atomic_load_explicit(&f->stash_buckets[j >> 6], memory_order_acquire);
+    if (!((bits >> (j & 63u)) & 1u) || atomic_load_explicit(&f->nstash, memory_order_acquire) == 0)
         return false;
     if (!sync)
         return stash_has_locked(f, b, j);
@@ -549,8 +559,8 @@ bool expandable_check(const struct expandable *f, struct sbf_hash h)
     return r;
 }
 
-__attribute__((always_inline)) static inline void prefetch(const struct expandable *f,
-                                                           uint64_t st, struct sbf_hash h)
+__attribute__((always_inline)) static inline void prefetch(const struct expandable *f, uint64_t st,
+                                                           struct sbf_hash h)
 {
     uint32_t j = bucket_of(f, h);
     for (int k = 0; k < 2; k++) {
@@ -602,6 +612,10 @@ static bool stash_push(struct expandable *f, uint32_t lv, uint64_t cell, uint32_
     if (n >= EXP_STASH)
         return false;
     uint64_t s = atomic_load_explicit(&f->stash_seq, memory_order_relaxed);
+    _Atomic uint64_t *bk = &f->stash_buckets[j >> 6];
+    atomic_store_explicit(
+        bk, atomic_load_explicit(bk, memory_order_relaxed) | (UINT64_C(1) << (j & 63u)),
+        memory_order_relaxed);
     atomic_store_explicit(&f->stash_seq, s + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&f->stash[n].cell, cell, memory_order_relaxed);
@@ -626,6 +640,10 @@ static void stash_del(struct expandable *f, uint32_t i)
                           memory_order_relaxed);
     atomic_store_explicit(&f->nstash, n - 1, memory_order_relaxed);
     atomic_store_explicit(&f->stash_seq, s + 2, memory_order_release);
+    if (n == 1) {
+        atomic_store_explicit(&f->stash_buckets[0], 0, memory_order_relaxed);
+        atomic_store_explicit(&f->stash_buckets[1], 0, memory_order_relaxed);
+    }
 }
 
 /* Moves slot v of a cell at level lv one level up (prepending the cell's low bit). */
@@ -720,7 +738,7 @@ static void drain(struct expandable *f)
     if (n == 0)
         return;
     atomic_fetch_add(&f->moves, 1); /* odd: readers re-check an "absent" */
-    for (uint32_t i = n; i-- > 0;) {
+    for (uint32_t i = n; i-- > 0 && n - i <= EXP_DRAIN;) {
         uint64_t tag = atomic_load_explicit(&f->stash[i].tag, memory_order_relaxed);
         uint64_t cell = atomic_load_explicit(&f->stash[i].cell, memory_order_relaxed);
         uint32_t lv = (uint32_t)(tag & 0xffu), j = (uint32_t)((tag >> 8) & 0xffu);
@@ -847,34 +865,41 @@ static int split_next(struct expandable *f, bool forced)
         return SBF_ENOMEM;
 
     atomic_fetch_add(&f->epoch, 1); /* odd: a split runs */
-    uint32_t cnt[2] = {0, 0};
-    for (uint32_t j = 0; j < f->m; j++) {
-        uint32_t s, e;
-        xb_bucket(old, j, &s, &e);
-        for (uint32_t i = s; i < e; i++) {
-            uint32_t v = xb_get(old, w, i);
-            if (xb_len(w, v) == 0) {
-                for (uint32_t b = 0; b < 2; b++) {
-                    if (cnt[b] < f->c) {
-                        xb_insert(ch[b], w, j, v);
-                        cnt[b]++;
-                    } else {
-                        (void)stash_push(f, l + 1, (2 * x) | b, j, v);
-                    }
-                }
-                count_add(&f->entries, 1);
-                continue;
-            }
-            uint32_t b = v >> (w - 1);
-            uint32_t nv = (v << 1) & full;
-            if (cnt[b] < f->c) {
-                xb_insert(ch[b], w, j, nv);
-                cnt[b]++;
+    /* Entries come in bucket order, so each child is built by appending: its directory
+     * bit by bit (a 1 per entry, a 0 per bucket end), its slots one after another. */
+    struct builder {
+        u128 meta;
+        uint32_t pos, n, bit;
+    } bd[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    u128 meta;
+    meta_get(old, &meta);
+    uint32_t i = 0;
+    for (uint32_t j = 0, p = 0; j < f->m; p++) {
+        if (!((meta >> p) & 1u)) { /* end of bucket j */
+            bd[0].pos++;
+            bd[1].pos++;
+            j++;
+            continue;
+        }
+        uint32_t v = xb_get(old, w, i++);
+        uint32_t lo = 0, hi = 1, nv = v;
+        if (xb_len(w, v) == 0) {
+            count_add(&f->entries, 1); /* copied into both children */
+        } else {
+            lo = hi = v >> (w - 1);
+            nv = (v << 1) & full;
+        }
+        for (uint32_t b = lo; b <= hi; b++) {
+            if (bd[b].n < f->c) {
+                bd[b].meta |= (u128)1 << bd[b].pos++;
+                xb_set(ch[b], w, bd[b].n++, nv);
             } else {
-                (void)stash_push(f, l + 1, (2 * x) | b, j, nv); /* cannot happen: n <= c */
+                (void)stash_push(f, l + 1, (2 * x) | b, j, nv); /* room checked above */
             }
         }
     }
+    meta_put(ch[0], bd[0].meta);
+    meta_put(ch[1], bd[1].meta);
     ch[0][1] |= XB_LIVE;
     ch[1][1] |= XB_LIVE;
     write_block(blk(f, l + 1, 2 * x), ch[0]);
@@ -910,9 +935,9 @@ static void grow(struct expandable *f)
         uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
         uint32_t ns = atomic_load_explicit(&f->nstash, memory_order_relaxed);
         double slots = (double)blocks_in_use(st) * (double)f->c;
-        bool over = (double)atomic_load_explicit(&f->entries, memory_order_relaxed) >
-                    EXP_LOAD * slots;
-        bool forced = ns >= EXP_STASH / 2;
+        bool over =
+            (double)atomic_load_explicit(&f->entries, memory_order_relaxed) > EXP_LOAD * slots;
+        bool forced = ns >= EXP_STASH_HIGH;
         if (!over && !forced)
             return;
         if (split_next(f, forced) != SBF_OK)
@@ -1141,6 +1166,8 @@ void expandable_clear(struct expandable *f)
     atomic_store_explicit(&f->items, 0, memory_order_relaxed);
     atomic_store_explicit(&f->entries, 0, memory_order_relaxed);
     atomic_store_explicit(&f->nstash, 0, memory_order_relaxed);
+    atomic_store_explicit(&f->stash_buckets[0], 0, memory_order_relaxed);
+    atomic_store_explicit(&f->stash_buckets[1], 0, memory_order_relaxed);
     atomic_store_explicit(&f->splits, 0, memory_order_relaxed);
     f->fp = 0;
     fp_add(f, 0);
@@ -1259,8 +1286,8 @@ void expandable_info(const struct expandable *f, struct expandable_info *out)
     out->level = STATE_LEVEL(st);
     out->cursor = STATE_CURSOR(st);
     out->splits = atomic_load_explicit(&f->splits, memory_order_relaxed);
-    out->expansions = (double)(out->level - f->l0) +
-                      (double)out->cursor / (double)(UINT64_C(1) << out->level);
+    out->expansions =
+        (double)(out->level - f->l0) + (double)out->cursor / (double)(UINT64_C(1) << out->level);
     out->fingerprint = f->w - 1;
     out->stash = atomic_load_explicit(&f->nstash, memory_order_relaxed);
     out->load = (double)out->entries / ((double)out->blocks * (double)f->c);
@@ -1271,8 +1298,8 @@ void expandable_info(const struct expandable *f, struct expandable_info *out)
 int expandable_verify(const struct expandable *f)
 {
     uint32_t w, c, m, l0;
-    if (exp_geometry(&f->p, &w, &c, &m, &l0) != SBF_OK || w != f->w || c != f->c ||
-        m != f->m || l0 != f->l0)
+    if (exp_geometry(&f->p, &w, &c, &m, &l0) != SBF_OK || w != f->w || c != f->c || m != f->m ||
+        l0 != f->l0)
         return SBF_ECORRUPT;
     uint64_t st = atomic_load_explicit(&f->state, memory_order_acquire);
     uint32_t l = STATE_LEVEL(st);
@@ -1292,8 +1319,7 @@ int expandable_verify(const struct expandable *f)
         }
     }
     uint32_t ns = atomic_load_explicit(&f->nstash, memory_order_relaxed);
-    if (ns > EXP_STASH ||
-        entries + ns != atomic_load_explicit(&f->entries, memory_order_relaxed))
+    if (ns > EXP_STASH || entries + ns != atomic_load_explicit(&f->entries, memory_order_relaxed))
         return SBF_ECORRUPT;
     return SBF_OK;
 }

@@ -109,8 +109,7 @@ static uint32_t copy_stash(const struct expandable *f, unsigned char *buf)
             n = EXP_STASH;
         for (uint32_t i = 0; i < n; i++) {
             put_u64(buf + 16 * i, atomic_load_explicit(&f->stash[i].cell, memory_order_relaxed));
-            put_u64(buf + 16 * i + 8,
-                    atomic_load_explicit(&f->stash[i].tag, memory_order_relaxed));
+            put_u64(buf + 16 * i + 8, atomic_load_explicit(&f->stash[i].tag, memory_order_relaxed));
         }
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&f->stash_seq, memory_order_relaxed) == s1)
@@ -119,8 +118,8 @@ static uint32_t copy_stash(const struct expandable *f, unsigned char *buf)
     return UINT32_MAX;
 }
 
-static int encode_blocks(const struct expandable *f, struct writer *w, uint32_t lv,
-                         uint64_t from, uint64_t to, unsigned char *buf)
+static int encode_blocks(const struct expandable *f, struct writer *w, uint32_t lv, uint64_t from,
+                         uint64_t to, unsigned char *buf)
 {
     const _Atomic uint64_t *base = atomic_load_explicit(&f->arr[lv].w, memory_order_acquire);
     for (uint64_t x = from; x < to;) {
@@ -306,6 +305,9 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
         }
         atomic_store_explicit(&f->stash[i].cell, cell, memory_order_relaxed);
         atomic_store_explicit(&f->stash[i].tag, tag, memory_order_relaxed);
+        uint32_t j = (uint32_t)((tag >> 8) & 0xffu);
+        atomic_fetch_or_explicit(&f->stash_buckets[j >> 6], UINT64_C(1) << (j & 63u),
+                                 memory_order_relaxed); /* not yet shared: any store does */
     }
     unsigned char *buf = malloc((size_t)EXP_CHUNK_BLOCKS * XB_BYTES);
     if (!buf) {

@@ -31,9 +31,9 @@
 
 #define EXP_MIN_W 8u
 #define EXP_MAX_W 16u
-#define EXP_MIN_LEVEL 7u  /* at least 128 blocks: partners need distinct offsets */
-#define EXP_MAX_LEVEL 40u /* 2^40 blocks = 64 TiB */
-#define EXP_STASH 256u    /* overflow entries */
+#define EXP_MIN_LEVEL 7u              /* at least 128 blocks: partners need distinct offsets */
+#define EXP_MAX_LEVEL 40u             /* 2^40 blocks = 64 TiB */
+#define EXP_STASH 256u                /* overflow entries */
 #define EXP_CHUNK ((uint64_t)2 << 20) /* arrays >= this are mmapped and reserved per chunk */
 
 struct exp_arr {
@@ -54,12 +54,12 @@ struct exp_stash {
 struct expandable {
     struct expandable_params p;
     struct sbf_budget budget;
-    uint32_t w;                /* slot bits W: a new key stores W - 1 hash bits */
-    uint32_t c;                /* slots per block */
-    uint32_t m;                /* buckets per block */
-    uint32_t l0;               /* level at creation */
-    uint32_t g[XB_META_BITS];  /* partner offset of each bucket, in [1, 2^l0) */
-    _Atomic uint64_t state;    /* level << 48 | cursor; release-published */
+    uint32_t w;               /* slot bits W: a new key stores W - 1 hash bits */
+    uint32_t c;               /* slots per block */
+    uint32_t m;               /* buckets per block */
+    uint32_t l0;              /* level at creation */
+    uint32_t g[XB_META_BITS]; /* partner offset of each bucket, in [1, 2^l0) */
+    _Atomic uint64_t state;   /* level << 48 | cursor; release-published */
     struct exp_arr arr[EXP_MAX_LEVEL + 2];
     _Atomic uint64_t items;    /* keys added minus deleted */
     _Atomic uint64_t entries;  /* slots in use in blocks and stash */
@@ -74,6 +74,7 @@ struct expandable {
     _Atomic uint64_t moves;    /* odd while entries move between blocks (kick, drain) */
     _Atomic uint64_t stash_seq;
     _Atomic uint32_t nstash;
+    _Atomic uint64_t stash_buckets[2]; /* bit j: some stash entry may be in bucket j */
     struct exp_stash stash[EXP_STASH];
 };
 
@@ -114,26 +115,25 @@ static inline uint32_t xb_count(const uint64_t *b)
     return exp_popcount(b[0]) + exp_popcount(b[1] & XB_META_HI);
 }
 
-/* Position of the k-th (0-based) set bit of x; k < popcount(x). */
+/*
+ * Position of the k-th (0-based) set bit of x; k < popcount(x). Broadword: the bytes'
+ * running counts in one multiply, the byte holding the bit by one subtraction, then at
+ * most 7 steps inside that byte (x86-64-v2 has no pdep).
+ */
 static inline unsigned exp_select64(uint64_t x, unsigned k)
 {
-    unsigned pos = 0;
-    for (unsigned i = 0; i < 8; i++) {
-        unsigned c = exp_popcount(x & 0xffu);
-        if (k < c)
-            break;
-        k -= c;
-        x >>= 8;
-        pos += 8;
-    }
-    for (unsigned i = 0; i < 8; i++, x >>= 1, pos++) {
-        if (x & 1u) {
-            if (k == 0)
-                return pos;
-            k--;
-        }
-    }
-    return pos;
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    uint64_t s = x - ((x >> 1) & UINT64_C(0x5555555555555555));
+    s = (s & UINT64_C(0x3333333333333333)) + ((s >> 2) & UINT64_C(0x3333333333333333));
+    s = (s + (s >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+    uint64_t run = s * ones; /* byte i: set bits in bytes 0..i (<= 64) */
+    /* Bytes whose running count is <= k are before the one holding the bit. */
+    unsigned byte = exp_popcount(((((uint64_t)k * ones) | highs) - run) & highs);
+    unsigned before = byte ? (unsigned)((run >> (8 * byte - 8)) & 0xffu) : 0;
+    uint64_t b = (x >> (8 * byte)) & 0xffu;
+    for (unsigned r = k - before; r > 0 && r < 8; r--)
+        b &= b - 1;
+    return 8 * byte + (unsigned)__builtin_ctzll(b | 0x100u);
 }
 
 /* Position of the k-th zero of the directory (k < 112 - count: always, for k < M). */

@@ -25,10 +25,10 @@
  * its defaults.
  */
 struct kind_params {
-    struct sbf_params sbf;  /* capacity, error, growth, scale, ratio */
-    uint64_t window_ms;     /* windowed kind: the window; 0 for the others */
-    uint32_t generations;   /* windowed kind: generations kept; 0 for the others */
-    int64_t now_ms;         /* the time at creation (windowed kind), Unix milliseconds */
+    struct sbf_params sbf; /* capacity, error, growth, scale, ratio */
+    uint64_t window_ms;    /* windowed kind: the window; 0 for the others */
+    uint32_t generations;  /* windowed kind: generations kept; 0 for the others */
+    int64_t now_ms;        /* the time at creation (windowed kind), Unix milliseconds */
 };
 
 /* Figures every kind gives, cheaply (no pass over the bits). */
@@ -47,8 +47,8 @@ enum kind_field_type {
 };
 
 /* Called once per figure by kind_ops.fields(); name is static. */
-typedef void (*kind_field_fn)(void *ctx, const char *name, enum kind_field_type type,
-                              uint64_t u, double d, const char *s);
+typedef void (*kind_field_fn)(void *ctx, const char *name, enum kind_field_type type, uint64_t u,
+                              double d, const char *s);
 
 struct kind_ops {
     const char *name; /* "sbf": shown by INFO as kind */

@@ -87,7 +87,8 @@ static void test_params(void **state)
     (void)state;
     struct expandable *f = NULL;
     struct expandable_params bad[] = {
-        {0, 0.01}, {100, 0.0}, {100, 1e-5}, {100, 0.6}, {100, -1}, {EXPANDABLE_MAX_CAPACITY + 1, 0.01},
+        {0, 0.01},  {100, 0.0}, {100, 1e-5},
+        {100, 0.6}, {100, -1},  {EXPANDABLE_MAX_CAPACITY + 1, 0.01},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(expandable_new(&bad[i], NULL, &f), SBF_EINVAL);
