@@ -6,8 +6,12 @@
  *
  * Addressing. Level L: the table has 2^L cells; a key's cell is the top L bits of h.lo,
  * its bucket m = h.hi's low 32 bits scaled to M, its fingerprint the next W - 1 bits of
- * h.lo. Its second candidate is the cell XOR (g[m] << (L - l0)): a far cell (top bits
- * differ), consistent across levels because the offset moves down with the level.
+ * h.lo. Its second candidate is the cell XOR (g[m] << (L - l0)), consistent across levels
+ * because the offset moves down with the level. g[m] always has the top bit set, so the
+ * partner lies in the other half of the round: when the cursor is past the middle every
+ * unsplit cell (which holds keys of twice the hash range of a split one) has a split
+ * partner to give keys to. With a partner anywhere, (1 - u)^2 of the keys had no split
+ * candidate and forced splits held the load at 0.70-0.75; with it, near EXP_LOAD.
  * Growth is a round per level: cells 0, 1, 2, ... of level L are split in order into
  * cells 2x, 2x+1 of level L+1 (a new array), the entry's top stored bit choosing the
  * child, so the cursor x says which cells are split and nothing is rehashed. The writer
@@ -77,58 +81,28 @@ static void meta_put(uint64_t *b, u128 m)
     b[1] = (b[1] & ~XB_META_HI) | ((uint64_t)(m >> 64) & XB_META_HI);
 }
 
-/* The 384 slot bits as 6 words: shift bits at or above `from` up (down) by w. */
+/* The 384 slot bits as 6 words: bits at or above `from` move up by w (w in [8, 16]); the
+ * top w bits fall off (they are unused: the block had room). */
 static void rem_shift_up(uint64_t *r, uint32_t from, uint32_t w)
 {
-    uint64_t keep[6];
-    for (unsigned i = 0; i < 6; i++) {
-        uint32_t lo = i * 64;
-        uint64_t mask = from <= lo        ? 0
-                        : from >= lo + 64 ? ~UINT64_C(0)
-                                          : (UINT64_C(1) << (from - lo)) - 1;
-        keep[i] = r[i] & mask;
-        r[i] &= ~mask;
-    }
-    for (unsigned i = 6; i-- > 0;) {
-        uint64_t v = r[i] << w;
-        if (i > 0)
-            v |= r[i - 1] >> (64 - w);
-        r[i] = v;
-    }
-    for (unsigned i = 0; i < 6; i++) {
-        uint32_t lo = i * 64;
-        uint64_t mask = from <= lo        ? 0
-                        : from >= lo + 64 ? ~UINT64_C(0)
-                                          : (UINT64_C(1) << (from - lo)) - 1;
-        r[i] = (r[i] & ~mask) | keep[i];
-    }
+    uint32_t q = from / 64, o = from % 64;
+    uint64_t low = o ? (UINT64_C(1) << o) - 1 : 0, hi = r[q] & ~low;
+    for (uint32_t i = 5; i > q + 1; i--)
+        r[i] = (r[i] << w) | (r[i - 1] >> (64 - w));
+    if (q < 5)
+        r[q + 1] = (r[q + 1] << w) | (hi >> (64 - w));
+    r[q] = (r[q] & low) | (hi << w);
 }
 
+/* Bits [from - w, from) are dropped; bits at or above from move down by w. */
 static void rem_shift_down(uint64_t *r, uint32_t from, uint32_t w)
 {
-    /* Bits [from - w, from) are dropped; bits at or above from move down by w. */
-    uint32_t to = from - w;
-    uint64_t keep[6];
-    for (unsigned i = 0; i < 6; i++) {
-        uint32_t lo = i * 64;
-        uint64_t mask = to <= lo        ? 0
-                        : to >= lo + 64 ? ~UINT64_C(0)
-                                        : (UINT64_C(1) << (to - lo)) - 1;
-        keep[i] = r[i] & mask;
-    }
-    for (unsigned i = 0; i < 6; i++) {
-        uint64_t v = r[i] >> w;
-        if (i < 5)
-            v |= r[i + 1] << (64 - w);
-        r[i] = v;
-    }
-    for (unsigned i = 0; i < 6; i++) {
-        uint32_t lo = i * 64;
-        uint64_t mask = to <= lo        ? 0
-                        : to >= lo + 64 ? ~UINT64_C(0)
-                                        : (UINT64_C(1) << (to - lo)) - 1;
-        r[i] = (r[i] & ~mask) | keep[i];
-    }
+    uint32_t to = from - w, q = to / 64, o = to % 64;
+    uint64_t low = o ? (UINT64_C(1) << o) - 1 : 0;
+    uint64_t first = (r[q] >> w) | (q < 5 ? r[q + 1] << (64 - w) : 0);
+    for (uint32_t i = q + 1; i < 6; i++)
+        r[i] = (r[i] >> w) | (i < 5 ? r[i + 1] << (64 - w) : 0);
+    r[q] = (r[q] & low) | (first & ~low);
 }
 
 static void xb_set(uint64_t *b, uint32_t w, uint32_t i, uint32_t v)
@@ -240,8 +214,9 @@ struct expandable *exp_shell_new(const struct expandable_params *p, const struct
     f->m = m;
     f->l0 = l0;
     uint64_t span = (UINT64_C(1) << l0) - 1;
-    for (uint32_t j = 0; j < m; j++)
-        f->g[j] = (uint32_t)(1 + bloom_mix(j + UINT64_C(0x5bd1e995)) % span);
+    for (uint32_t j = 0; j < m; j++) /* in [2^(l0-1), 2^l0): the top bit set, see above */
+        f->g[j] =
+            (uint32_t)((bloom_mix(j + UINT64_C(0x5bd1e995)) & (span >> 1)) | ((span >> 1) + 1));
     return f;
 }
 
@@ -303,14 +278,16 @@ int exp_arr_alloc(struct expandable *f, uint32_t lv, uint64_t bytes)
     } else {
         /* Lazily zeroed and on huge-page boundaries (as sbf.c's stages): a chunk costs
          * resident memory only once the sweep writes into it. */
-        size_t len = (size_t)total + EXP_CHUNK;
+        bool huge = total >= EXP_HUGE;
+        size_t len = (size_t)total + (huge ? EXP_HUGE : 0);
         void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
             goto fail;
         a->mem = mem;
         a->maplen = len;
-        at = ((uintptr_t)mem + EXP_CHUNK - 1) & ~(uintptr_t)(EXP_CHUNK - 1);
-        (void)madvise((void *)at, (size_t)total, MADV_HUGEPAGE);
+        at = huge ? ((uintptr_t)mem + EXP_HUGE - 1) & ~(uintptr_t)(EXP_HUGE - 1) : (uintptr_t)mem;
+        if (huge)
+            (void)madvise((void *)at, (size_t)total, MADV_HUGEPAGE);
     }
     atomic_store_explicit(&a->w, (_Atomic uint64_t *)at, memory_order_release);
     return SBF_OK;
@@ -660,6 +637,69 @@ static uint32_t slot_up(uint32_t w, uint32_t v, uint32_t bit)
     return ((r << 1) | 1u) << (w - 1 - l);
 }
 
+/* Position of the i-th entry's 1 in the directory. */
+static uint32_t select1(const uint64_t *b, uint32_t i)
+{
+    unsigned n0 = exp_popcount(b[0]);
+    if (i < n0)
+        return exp_select64(b[0], i);
+    return 64 + exp_select64(b[1] & XB_META_HI, i - n0);
+}
+
+/*
+ * Makes room in the full block of cell x at level lv by moving one of its first
+ * EXP_KICKS entries to that entry's other candidate (one cuckoo step). Late in a round
+ * the unsplit cells hold twice the keys per cell of the split ones; this lets them hand
+ * entries to their split partners. The entry is written there before it is removed here,
+ * so a reader always finds it; bump: mark the move for readers (false when the caller
+ * already did, as drain). True if an entry moved.
+ */
+static bool kick(struct expandable *f, uint32_t lv, uint64_t x, bool bump)
+{
+    uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
+    const uint32_t l = STATE_LEVEL(st), w = f->w, full = (UINT32_C(1) << w) - 1;
+    const uint64_t cur = STATE_CURSOR(st);
+    /* An encoder copies blocks one by one: an entry moving behind it would be lost. */
+    if (atomic_load(&f->encoding) != 0)
+        return false;
+    _Atomic uint64_t *p = blk(f, lv, x);
+    uint64_t b[XB_WORDS];
+    load_block(p, b);
+    uint32_t n = xb_count(b);
+    for (uint32_t t = 0; t < EXP_KICKS && t < n; t++) {
+        uint32_t i = (uint32_t)((x + t * 7u) % n);
+        uint32_t j = select1(b, i) - i, v = xb_get(b, w, i), nv = v, plv = lv;
+        uint64_t px = partner(f, x, lv, j);
+        if (lv == l && px < cur) {
+            if (xb_len(w, v) == 0)
+                continue;
+            px = (px << 1) | (v >> (w - 1));
+            nv = (v << 1) & full;
+            plv = l + 1;
+        } else if (lv == l + 1 && (px >> 1) >= cur) {
+            nv = slot_up(w, v, (uint32_t)(px & 1u));
+            px >>= 1;
+            plv = l;
+        }
+        _Atomic uint64_t *q = blk(f, plv, px);
+        uint64_t a[XB_WORDS];
+        load_block(q, a);
+        if (xb_count(a) >= f->c)
+            continue;
+        if (bump)
+            atomic_fetch_add(&f->moves, 1); /* odd: readers re-check an "absent" */
+        xb_insert(a, w, j, nv);
+        write_block(q, a);
+        xb_remove(b, w, j, i);
+        write_block(p, b);
+        if (bump)
+            atomic_fetch_add(&f->moves, 1);
+        fp_add(f, exp_contrib(f, plv, nv) - exp_contrib(f, lv, v));
+        return true;
+    }
+    return false;
+}
+
 /*
  * Places slot v of cell x at level lv (bucket j; the cell may be either candidate of its
  * key) into the emptier of its two candidate blocks under the current structure, or the
@@ -756,66 +796,6 @@ static void drain(struct expandable *f)
         fp_add(f, d);
     }
     atomic_fetch_add(&f->moves, 1);
-}
-
-/* Position of the i-th entry's 1 in the directory. */
-static uint32_t select1(const uint64_t *b, uint32_t i)
-{
-    unsigned n0 = exp_popcount(b[0]);
-    if (i < n0)
-        return exp_select64(b[0], i);
-    return 64 + exp_select64(b[1] & XB_META_HI, i - n0);
-}
-
-/*
- * Makes room in the full block of cell x at level lv by moving one of its first
- * EXP_KICKS entries to that entry's other candidate (one cuckoo step). Late in a round
- * the unsplit cells hold twice the keys per cell of the split ones; this lets them hand
- * entries to their split partners. The entry is written there before it is removed here,
- * so a reader always finds it. True if an entry moved.
- */
-static bool kick(struct expandable *f, uint32_t lv, uint64_t x)
-{
-    uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
-    const uint32_t l = STATE_LEVEL(st), w = f->w, full = (UINT32_C(1) << w) - 1;
-    const uint64_t cur = STATE_CURSOR(st);
-    /* An encoder copies blocks one by one: an entry moving behind it would be lost. */
-    if (atomic_load(&f->encoding) != 0)
-        return false;
-    _Atomic uint64_t *p = blk(f, lv, x);
-    uint64_t b[XB_WORDS];
-    load_block(p, b);
-    uint32_t n = xb_count(b);
-    for (uint32_t t = 0; t < EXP_KICKS && t < n; t++) {
-        uint32_t i = (uint32_t)((x + t * 7u) % n);
-        uint32_t j = select1(b, i) - i, v = xb_get(b, w, i), nv = v, plv = lv;
-        uint64_t px = partner(f, x, lv, j);
-        if (lv == l && px < cur) {
-            if (xb_len(w, v) == 0)
-                continue;
-            px = (px << 1) | (v >> (w - 1));
-            nv = (v << 1) & full;
-            plv = l + 1;
-        } else if (lv == l + 1 && (px >> 1) >= cur) {
-            nv = slot_up(w, v, (uint32_t)(px & 1u));
-            px >>= 1;
-            plv = l;
-        }
-        _Atomic uint64_t *q = blk(f, plv, px);
-        uint64_t a[XB_WORDS];
-        load_block(q, a);
-        if (xb_count(a) >= f->c)
-            continue;
-        atomic_fetch_add(&f->moves, 1); /* odd: readers re-check an "absent" */
-        xb_insert(a, w, j, nv);
-        write_block(q, a);
-        xb_remove(b, w, j, i);
-        write_block(p, b);
-        atomic_fetch_add(&f->moves, 1);
-        fp_add(f, exp_contrib(f, plv, nv) - exp_contrib(f, lv, v));
-        return true;
-    }
-    return false;
 }
 
 /* Blocks in use under state st. */
@@ -966,7 +946,7 @@ static int add_one(struct expandable *f, struct sbf_hash h, bool *present)
         double d = exp_contrib(f, lv[k], v);
         if (f->fp + d > f->p.error)
             return SBF_ELIMIT;
-        if (n[k] >= f->c && (kick(f, lv[k], x[k]) || kick(f, lv[1 - k], x[1 - k]))) {
+        if (n[k] >= f->c && (kick(f, lv[k], x[k], true) || kick(f, lv[1 - k], x[1 - k], true))) {
             if (has_own(f, st, h, j, lv, x, n))
                 continue; /* cannot be: the moved entry matched before too */
             k = n[1] < n[0] ? 1 : 0;

@@ -31,10 +31,11 @@
 
 #define EXP_MIN_W 8u
 #define EXP_MAX_W 16u
-#define EXP_MIN_LEVEL 7u              /* at least 128 blocks: partners need distinct offsets */
-#define EXP_MAX_LEVEL 40u             /* 2^40 blocks = 64 TiB */
-#define EXP_STASH 256u                /* overflow entries */
-#define EXP_CHUNK ((uint64_t)2 << 20) /* arrays >= this are mmapped and reserved per chunk */
+#define EXP_MIN_LEVEL 7u                /* at least 128 blocks: partners need distinct offsets */
+#define EXP_MAX_LEVEL 40u               /* 2^40 blocks = 64 TiB */
+#define EXP_STASH 256u                  /* overflow entries */
+#define EXP_CHUNK ((uint64_t)256 << 10) /* arrays >= this: mmapped, reserved per chunk */
+#define EXP_HUGE ((uint64_t)2 << 20)    /* arrays >= this: on huge-page boundaries */
 
 struct exp_arr {
     _Atomic(_Atomic uint64_t *) w; /* 2^level blocks of XB_WORDS, 64-byte aligned; or NULL */
@@ -58,7 +59,7 @@ struct expandable {
     uint32_t c;               /* slots per block */
     uint32_t m;               /* buckets per block */
     uint32_t l0;              /* level at creation */
-    uint32_t g[XB_META_BITS]; /* partner offset of each bucket, in [1, 2^l0) */
+    uint32_t g[XB_META_BITS]; /* partner offset of each bucket, in [2^(l0-1), 2^l0) */
     _Atomic uint64_t state;   /* level << 48 | cursor; release-published */
     struct exp_arr arr[EXP_MAX_LEVEL + 2];
     _Atomic uint64_t items;    /* keys added minus deleted */
