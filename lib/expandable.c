@@ -32,9 +32,10 @@
  *
  * Concurrency: blocks carry a seqlock count; readers retry a torn block, follow a dead
  * (split) block to its child, and reload the state when a block is not live (its chunk was
- * given back). Arrays are freed only when no reader is inside (the readers count). An
- * encoder stops the writer's splits while it runs (encoding count), except a forced one
- * when the stash is full, which the encoder sees in the epoch and reports as SBF_EIO.
+ * given back). Arrays are freed only when no reader is inside (the readers count). While
+ * an encoder (or a union reading this filter as src) runs, the writer makes no cuckoo
+ * step and gives no chunk back; a split block keeps its entries, so the encoder, which
+ * copies the shape it found at its start block by block, misses no entry present then.
  */
 #include "lib/expandable.h"
 
@@ -237,12 +238,19 @@ static void release(struct expandable *f, uint64_t bytes)
     atomic_fetch_sub_explicit(&f->bytes, bytes, memory_order_relaxed);
 }
 
+/* Reservation and release granularity of an array: a huge page once it has them, so
+ * giving memory back never splits one (4 KiB pages in the old array cost TLB misses). */
+static uint64_t chunk_of(uint64_t total)
+{
+    return total >= EXP_HUGE ? EXP_HUGE : EXP_CHUNK;
+}
+
 static uint64_t round_chunk(const struct exp_arr *a, uint64_t bytes)
 {
-    uint64_t total = a->nblocks * XB_BYTES;
-    if (total <= EXP_CHUNK)
+    uint64_t total = a->nblocks * XB_BYTES, chunk = chunk_of(total);
+    if (total <= chunk)
         return total;
-    uint64_t r = (bytes + EXP_CHUNK - 1) / EXP_CHUNK * EXP_CHUNK;
+    uint64_t r = (bytes + chunk - 1) / chunk * chunk;
     return r < total ? r : total;
 }
 
@@ -300,6 +308,9 @@ fail:
 void exp_arr_release_to(struct expandable *f, uint32_t lv, uint64_t upto)
 {
     struct exp_arr *a = &f->arr[lv];
+    uint64_t total = a->nblocks * XB_BYTES, chunk = chunk_of(total);
+    if (upto < total)
+        upto = upto / chunk * chunk;
     if (upto > a->reserved)
         upto = a->reserved;
     if (upto <= a->released)
@@ -805,13 +816,13 @@ static uint64_t blocks_in_use(uint64_t st)
 }
 
 /*
- * Splits the cell at the cursor. Returns 0, SBF_ENOMEM (budget, stash), SBF_ELIMIT (the
- * level limit), or 1 if skipped because an encoder runs and the split was not forced.
+ * Splits the cell at the cursor. Returns 0, SBF_ENOMEM (budget, stash) or SBF_ELIMIT (the
+ * level limit). The split block keeps its entries (marked dead), and while an encoder runs
+ * no chunk is given back, so an encoder copying blocks one by one still finds every entry
+ * in the block of the shape it started from.
  */
-static int split_next(struct expandable *f, bool forced)
+static int split_next(struct expandable *f)
 {
-    if (!forced && atomic_load(&f->encoding) != 0)
-        return 1;
     uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
     uint32_t l = STATE_LEVEL(st);
     uint64_t x = STATE_CURSOR(st);
@@ -844,7 +855,8 @@ static int split_next(struct expandable *f, bool forced)
     if (spill && atomic_load_explicit(&f->nstash, memory_order_relaxed) + spill > EXP_STASH)
         return SBF_ENOMEM;
 
-    atomic_fetch_add(&f->epoch, 1); /* odd: a split runs */
+    atomic_fetch_add(&f->epoch, 1); /* odd: a split runs; encoders wait for even */
+    const bool hold = atomic_load(&f->encoding) != 0;
     /* Entries come in bucket order, so each child is built by appending: its directory
      * bit by bit (a 1 per entry, a 0 per bucket end), its slots one after another. */
     struct builder {
@@ -891,12 +903,15 @@ static int split_next(struct expandable *f, bool forced)
         /* seq_cst, against reap's load of readers: a reader either is counted or sees this
          * state and never looks at arr[l] again. */
         atomic_store(&f->state, STATE(l + 1, 0));
-        exp_arr_release_to(f, l, f->arr[l].reserved);
+        if (!hold) /* else reap() frees it once the encoder is gone */
+            exp_arr_release_to(f, l, f->arr[l].reserved);
         f->retired = true;
     } else {
         atomic_store_explicit(&f->state, STATE(l, x), memory_order_release);
-        /* Whole chunks behind the cursor hold dead blocks only. */
-        exp_arr_release_to(f, l, x * XB_BYTES / EXP_CHUNK * EXP_CHUNK);
+        /* Whole chunks behind the cursor hold dead blocks only (caught up after an
+         * encoder: the release is cumulative). */
+        if (!hold)
+            exp_arr_release_to(f, l, x * XB_BYTES);
     }
     atomic_fetch_add(&f->epoch, 1);
     count_add(&f->splits, 1);
@@ -920,7 +935,7 @@ static void grow(struct expandable *f)
         bool forced = ns >= EXP_STASH_HIGH;
         if (!over && !forced)
             return;
-        if (split_next(f, forced) != SBF_OK)
+        if (split_next(f) != SBF_OK)
             return;
         if (atomic_load_explicit(&f->nstash, memory_order_relaxed))
             drain(f);
@@ -960,7 +975,7 @@ static int add_one(struct expandable *f, struct sbf_hash h, bool *present)
             xb_insert(b, f->w, j, v);
             write_block(p, b);
         } else if (!stash_push(f, lv[k], x[k], j, v)) {
-            int rc = split_next(f, true);
+            int rc = split_next(f);
             if (rc != SBF_OK)
                 return rc;
             drain(f);
@@ -1197,14 +1212,11 @@ int expandable_union(struct expandable *dst, const struct expandable *src)
     struct expandable *ms = (struct expandable *)src;
     atomic_fetch_add(&ms->readers, 1);
     atomic_fetch_add(&ms->encoding, 1);
-    uint64_t e0;
-    for (unsigned t = 0; t < 1000000; t++) {
-        e0 = atomic_load(&src->epoch);
-        if (!(e0 & 1u))
-            break;
-    }
-    uint64_t m0 = atomic_load(&src->moves);
-    int rc = (e0 & 1u) || (m0 & 1u) ? SBF_EIO : SBF_OK;
+    /* As an encoder (see expandable_encode): wait out a split or a move that runs. */
+    int rc = SBF_EIO;
+    for (unsigned t = 0; t < 10000000 && rc != SBF_OK; t++)
+        if (!((atomic_load(&src->epoch) | atomic_load(&src->moves)) & 1u))
+            rc = SBF_OK;
     uint64_t st = atomic_load_explicit(&src->state, memory_order_acquire);
     uint32_t l = STATE_LEVEL(st);
     uint64_t cur = STATE_CURSOR(st);
@@ -1239,8 +1251,6 @@ int expandable_union(struct expandable *dst, const struct expandable *src)
                    (uint32_t)(tag >> 16), 0, &d);
         fp_add(dst, d);
     }
-    if (rc == SBF_OK && (atomic_load(&src->epoch) != e0 || atomic_load(&src->moves) != m0))
-        rc = SBF_EIO;
     atomic_fetch_sub(&ms->encoding, 1);
     atomic_fetch_sub(&ms->readers, 1);
     /* Items: the larger of the two is a lower bound; keys in both count once. */

@@ -6,11 +6,10 @@
  *
  * Concurrency, as kind.h: one writer at a time (every non-const call). While it runs, other
  * threads may call expandable_check(), expandable_check_batch(), expandable_info(),
- * expandable_fields-style readers, expandable_encode() and expandable_encoded_size() on the
- * same filter, and use it as the src of expandable_union(). Readers see every add that
- * completed before they started. expandable_clear() and expandable_free() are exclusive.
- * One limit: an encode (or a union reading src) that overlaps a forced split of a full
- * table returns SBF_EIO instead of a torn stream; the caller retries (see expandable.c).
+ * expandable_params(), expandable_encode() and expandable_encoded_size() on the
+ * same filter, and use it as the src of expandable_union(). Readers and encoders see
+ * every add that completed before they started (and maybe later ones). expandable_clear()
+ * and expandable_free() are exclusive.
  */
 #ifndef BLOOMD_LIB_EXPANDABLE_H
 #define BLOOMD_LIB_EXPANDABLE_H
@@ -76,7 +75,7 @@ int expandable_delete_batch(struct expandable *f, const struct sbf_hash *h, size
 /*
  * dst |= src: every fingerprint of src is inserted into dst. Needs compatible filters
  * (else SBF_EINCOMPAT, dst unchanged). May fail part way with SBF_ENOMEM or SBF_ELIMIT as
- * an add (dst then holds a subset of src's keys), or SBF_EIO (see the top of the file).
+ * an add (dst then holds a subset of src's keys).
  */
 int expandable_union(struct expandable *dst, const struct expandable *src);
 

@@ -147,7 +147,8 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
         return SBF_ENOMEM;
     atomic_fetch_add(&mf->readers, 1);
     atomic_fetch_add(&mf->encoding, 1);
-    /* From here the writer starts no split; wait out one that runs. */
+    /* From here the writer makes no cuckoo step and frees no chunk (expandable.c); wait
+     * out a split or a move that started before it saw us. */
     uint64_t e0 = atomic_load(&f->epoch), m0 = atomic_load(&f->moves);
     for (unsigned t = 0; t < 10000000 && ((e0 | m0) & 1u); t++) {
         e0 = atomic_load(&f->epoch);
@@ -188,9 +189,6 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
         rc = encode_blocks(f, &w, level, cursor, UINT64_C(1) << level, buf);
     if (rc == SBF_OK && cursor)
         rc = encode_blocks(f, &w, level + 1, 0, 2 * cursor, buf);
-    /* A forced split ran meanwhile: the blocks may mix two shapes. */
-    if (rc == SBF_OK && (atomic_load(&f->epoch) != e0 || atomic_load(&f->moves) != m0))
-        rc = SBF_EIO;
     if (rc == SBF_OK) {
         put_u64(buf, XXH3_64bits_digest(&w.hash));
         rc = write(ctx, buf, 8) == 0 ? SBF_OK : SBF_EIO;
@@ -322,7 +320,7 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
     if (rc != SBF_OK)
         goto fail;
     /* The split cells' chunks of the old array hold nothing: give them back. */
-    exp_arr_release_to(f, level, cursor * XB_BYTES / EXP_CHUNK * EXP_CHUNK);
+    exp_arr_release_to(f, level, cursor * XB_BYTES);
     rc = decode_blocks(f, &r, level, cursor, UINT64_C(1) << level, buf);
     if (rc == SBF_OK && cursor)
         rc = decode_blocks(f, &r, level + 1, 0, 2 * cursor, buf);

@@ -94,7 +94,8 @@ struct expandable *exp_shell_new(const struct expandable_params *p, const struct
  */
 int exp_arr_alloc(struct expandable *f, uint32_t lv, uint64_t bytes);
 
-/* Gives back arr[lv]'s bytes [released, upto) to the budget (and the kernel). */
+/* Gives back arr[lv]'s bytes [released, upto) to the budget (and the kernel); upto is
+ * rounded down to the array's release granularity. */
 void exp_arr_release_to(struct expandable *f, uint32_t lv, uint64_t upto);
 
 /* Frees every array; counters untouched. */
