@@ -47,7 +47,7 @@
 #include "lib/expandable_internal.h"
 
 /* Target load: a block is split when entries exceed this share of the slots in use. */
-#define EXP_LOAD 0.85
+#define EXP_LOAD 0.8
 /* Levels of growth the fingerprint width is chosen for (2^11 = 2048x). */
 #define EXP_DESIGN_LEVELS 11u
 /* Stash entries that force a split (lookups scan the stash while it is not empty). */
