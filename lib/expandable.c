@@ -238,11 +238,12 @@ static void release(struct expandable *f, uint64_t bytes)
     atomic_fetch_sub_explicit(&f->bytes, bytes, memory_order_relaxed);
 }
 
-/* Reservation and release granularity of an array: a huge page once it has them, so
- * giving memory back never splits one (4 KiB pages in the old array cost TLB misses). */
+/* Reservation and release granularity of an array: a huge page in large arrays, so giving
+ * memory back never splits one (4 KiB pages in the old array cost TLB misses); 256 KiB
+ * below 64 MiB, where a 2 MiB step would be a large share of the filter. */
 static uint64_t chunk_of(uint64_t total)
 {
-    return total >= EXP_HUGE ? EXP_HUGE : EXP_CHUNK;
+    return total >= 32 * EXP_HUGE ? EXP_HUGE : EXP_CHUNK;
 }
 
 static uint64_t round_chunk(const struct exp_arr *a, uint64_t bytes)
