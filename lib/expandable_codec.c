@@ -342,7 +342,9 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
     }
     atomic_store_explicit(&f->splits, splits, memory_order_relaxed);
     exp_recount(f);
-    if (items > atomic_load_explicit(&f->entries, memory_order_relaxed) || f->fp > p.error) {
+    /* The bound is derived, not stored: a union may have pushed it past the promise (it
+     * said SBF_ELIMIT then), and such a filter must still load. */
+    if (items > atomic_load_explicit(&f->entries, memory_order_relaxed)) {
         rc = SBF_ECORRUPT;
         goto fail;
     }
