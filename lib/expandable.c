@@ -39,6 +39,7 @@
  */
 #include "lib/expandable.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -176,6 +177,8 @@ static double design_bound(uint32_t w)
     return x;
 }
 
+static uint64_t initial_blocks(uint64_t capacity, uint32_t c);
+
 int exp_geometry(const struct expandable_params *p, uint32_t *w, uint32_t *c, uint32_t *m,
                  uint32_t *l0)
 {
@@ -190,13 +193,27 @@ int exp_geometry(const struct expandable_params *p, uint32_t *w, uint32_t *c, ui
     *w = ww;
     *c = XB_REM_BITS / ww;
     *m = XB_META_BITS - *c;
-    double per = EXP_LOAD * (double)*c;
-    double blocks = (double)p->capacity / per;
+    uint64_t blocks = initial_blocks(p->capacity, *c);
     uint32_t l = EXP_MIN_LEVEL;
-    while (l < EXP_MAX_LEVEL && (double)(UINT64_C(1) << l) < blocks)
+    while (l + 1 < EXP_MAX_LEVEL && (UINT64_C(1) << (l + 1)) <= blocks)
         l++;
-    *l0 = l;
+    *l0 = l; /* the largest level at most the blocks: the rest are split cells */
     return SBF_OK;
+}
+
+/* Blocks that hold `capacity` keys at the target load, at least 2^EXP_MIN_LEVEL. */
+static uint64_t initial_blocks(uint64_t capacity, uint32_t c)
+{
+    double b = (double)capacity / (EXP_LOAD * (double)c);
+    uint64_t n = (uint64_t)b;
+    if ((double)n < b)
+        n++;
+    return n < (UINT64_C(1) << EXP_MIN_LEVEL) ? UINT64_C(1) << EXP_MIN_LEVEL : n;
+}
+
+uint64_t exp_initial_cursor(const struct expandable *f)
+{
+    return initial_blocks(f->p.capacity, f->c) - (UINT64_C(1) << f->l0);
 }
 
 struct expandable *exp_shell_new(const struct expandable_params *p, const struct sbf_budget *b)
@@ -588,10 +605,11 @@ static void fp_add(struct expandable *f, double d)
     atomic_store_explicit(&f->fp_bits, bits, memory_order_relaxed);
 }
 
+/* Release: a reader that sees the new count also sees the block written before it. */
 static void count_add(_Atomic uint64_t *c, int64_t d)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (uint64_t)d,
-                          memory_order_relaxed);
+                          memory_order_release);
 }
 
 /* Appends a stash entry; false if full. */
@@ -1108,15 +1126,30 @@ int expandable_delete_batch(struct expandable *f, const struct sbf_hash *h, size
 
 /* ---- lifecycle ---- */
 
+/*
+ * The initial table holds the capacity at the target load: 2^l0 cells, the first c0 of
+ * them already split (as if a round had begun), so no power-of-two rounding wastes memory.
+ */
 static int init_table(struct expandable *f)
 {
-    int rc = exp_arr_alloc(f, f->l0, (UINT64_C(1) << f->l0) * XB_BYTES);
+    const uint64_t n0 = UINT64_C(1) << f->l0, c0 = exp_initial_cursor(f);
+    int rc = exp_arr_alloc(f, f->l0, n0 * XB_BYTES);
     if (rc != SBF_OK)
         return rc;
+    if (c0 && (rc = exp_arr_alloc(f, f->l0 + 1, 2 * c0 * XB_BYTES)) != SBF_OK) {
+        exp_arrays_free(f);
+        return rc;
+    }
     _Atomic uint64_t *w = atomic_load_explicit(&f->arr[f->l0].w, memory_order_relaxed);
-    for (uint64_t x = 0; x < (UINT64_C(1) << f->l0); x++)
+    for (uint64_t x = c0; x < n0; x++)
         atomic_store_explicit(&w[x * XB_WORDS + 1], XB_LIVE, memory_order_relaxed);
-    atomic_store_explicit(&f->state, STATE(f->l0, 0), memory_order_release);
+    if (c0) {
+        w = atomic_load_explicit(&f->arr[f->l0 + 1].w, memory_order_relaxed);
+        for (uint64_t x = 0; x < 2 * c0; x++)
+            atomic_store_explicit(&w[x * XB_WORDS + 1], XB_LIVE, memory_order_relaxed);
+        exp_arr_release_to(f, f->l0, c0 * XB_BYTES);
+    }
+    atomic_store_explicit(&f->state, STATE(f->l0, c0), memory_order_release);
     return SBF_OK;
 }
 
@@ -1278,7 +1311,7 @@ void expandable_info(const struct expandable *f, struct expandable_info *out)
     out->cursor = STATE_CURSOR(st);
     out->splits = atomic_load_explicit(&f->splits, memory_order_relaxed);
     out->expansions =
-        (double)(out->level - f->l0) + (double)out->cursor / (double)(UINT64_C(1) << out->level);
+        log2((double)out->blocks / (double)((UINT64_C(1) << f->l0) + exp_initial_cursor(f)));
     out->fingerprint = f->w - 1;
     out->stash = atomic_load_explicit(&f->nstash, memory_order_relaxed);
     out->load = (double)out->entries / ((double)out->blocks * (double)f->c);
@@ -1296,7 +1329,8 @@ int expandable_verify(const struct expandable *f)
     uint32_t l = STATE_LEVEL(st);
     uint64_t cur = STATE_CURSOR(st), entries = 0;
     if (l < f->l0 || l > EXP_MAX_LEVEL || cur >= (UINT64_C(1) << l) || !f->arr[l].w ||
-        (cur && !f->arr[l + 1].w))
+        (cur && !f->arr[l + 1].w) ||
+        blocks_in_use(st) < (UINT64_C(1) << f->l0) + exp_initial_cursor(f))
         return SBF_ECORRUPT;
     for (int half = 0; half < 2; half++) {
         uint32_t lv = half ? l + 1 : l;

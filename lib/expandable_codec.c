@@ -84,7 +84,9 @@ static int emit(struct writer *w, const void *buf, size_t len)
 /* A consistent copy of a block (seqlock); false if it kept changing. */
 static bool copy_block(const _Atomic uint64_t *p, uint64_t *b)
 {
-    for (unsigned t = 0; t < 100000; t++) {
+    /* TODO(18): with 10^5 tries, 1 in ~20 encodes of the race test (ASan, busy writer)
+     * gave up here (SBF_EIO); why one block changes that often is not understood yet. */
+    for (uint32_t t = 0; t < UINT32_C(1) << 24; t++) {
         uint64_t h1 = atomic_load_explicit(&p[1], memory_order_acquire);
         if ((h1 >> XB_SEQ_SHIFT) & 1u)
             continue;
@@ -150,13 +152,15 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
     /* From here the writer makes no cuckoo step and frees no chunk (expandable.c); wait
      * out a split or a move that started before it saw us. */
     uint64_t e0 = atomic_load(&f->epoch), m0 = atomic_load(&f->moves);
-    for (unsigned t = 0; t < 10000000 && ((e0 | m0) & 1u); t++) {
+    for (uint64_t t = 0; t < UINT64_C(1) << 32 && ((e0 | m0) & 1u); t++) {
         e0 = atomic_load(&f->epoch);
         m0 = atomic_load(&f->moves);
     }
     struct writer w = {.write = write, .ctx = ctx};
     XXH3_64bits_reset(&w.hash);
     int rc = SBF_OK;
+    /* Items first: every key it counts is then in the blocks or the stash copied below. */
+    uint64_t items = atomic_load_explicit(&f->items, memory_order_acquire);
     uint64_t st = atomic_load_explicit(&f->state, memory_order_acquire);
     uint32_t level = (uint32_t)(st >> 48);
     uint64_t cursor = st & ((UINT64_C(1) << 48) - 1);
@@ -179,8 +183,9 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
     put_u64(q + 36, eb);
     put_u32(q + 44, level);
     put_u64(q + 48, cursor);
-    put_u64(q + 56, atomic_load_explicit(&f->items, memory_order_relaxed));
-    put_u64(q + 64, atomic_load_explicit(&f->splits, memory_order_relaxed));
+    put_u64(q + 56, items);
+    /* From the shape read above, not the live counter, which a split may have moved. */
+    put_u64(q + 64, blocks_of(level, cursor) - ((UINT64_C(1) << f->l0) + exp_initial_cursor(f)));
     put_u32(q + 72, ns);
     rc = emit(&w, buf, EXP_HEADER_BYTES);
     if (rc == SBF_OK && ns)
@@ -282,8 +287,7 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
         return SBF_ECORRUPT;
     uint32_t level = get_u32(hdr + 44), ns = get_u32(hdr + 72);
     uint64_t cursor = get_u64(hdr + 48), items = get_u64(hdr + 56), splits = get_u64(hdr + 64);
-    if (level < l0 || level >= EXP_MAX_LEVEL || cursor >= (UINT64_C(1) << level) ||
-        splits != (UINT64_C(1) << level) - (UINT64_C(1) << l0) + cursor || ns > EXP_STASH)
+    if (level < l0 || level >= EXP_MAX_LEVEL || cursor >= (UINT64_C(1) << level) || ns > EXP_STASH)
         return SBF_ECORRUPT;
     uint64_t blocks = blocks_of(level, cursor);
     if (blocks > max_bytes / XB_BYTES)
@@ -295,6 +299,12 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
     struct expandable *f = exp_shell_new(&p, budget);
     if (!f)
         return SBF_ENOMEM;
+    /* Splits since creation: exactly the blocks beyond the initial table. */
+    uint64_t init = (UINT64_C(1) << l0) + exp_initial_cursor(f);
+    if (blocks < init || splits != blocks - init) {
+        free(f);
+        return SBF_ECORRUPT;
+    }
     for (uint32_t i = 0; i < ns; i++) {
         uint64_t cell = get_u64(stash + 16 * i), tag = get_u64(stash + 16 * i + 8);
         if (!stash_ok(f, cell, tag)) {

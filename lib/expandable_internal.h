@@ -85,6 +85,9 @@ struct expandable {
 int exp_geometry(const struct expandable_params *p, uint32_t *w, uint32_t *c, uint32_t *m,
                  uint32_t *l0);
 
+/* Cells split at creation (the initial cursor): 2^l0 + this blocks hold the capacity. */
+uint64_t exp_initial_cursor(const struct expandable *f);
+
 /* An empty shell for p (geometry set, no arrays), NULL if out of memory. */
 struct expandable *exp_shell_new(const struct expandable_params *p, const struct sbf_budget *b);
 

@@ -405,13 +405,18 @@ static void *reader_main(void *arg)
             int rc = expandable_encode(r->f, buf_write, &e);
             if (rc == SBF_OK) {
                 struct expandable *g = NULL;
-                if (decode_buf(&e, SIZE_MAX, &g) != SBF_OK)
+                int drc = decode_buf(&e, SIZE_MAX, &g);
+                uint64_t got = drc == SBF_OK ? count_present(g, 1, 0, before, 1) : 0;
+                if (drc != SBF_OK || got != before) {
+                    print_message("  bad snapshot: decode %s, %llu of %llu keys\n",
+                                  sbf_strerror(drc), (unsigned long long)got,
+                                  (unsigned long long)before);
                     r->bad_snapshots++;
-                else if (count_present(g, 1, 0, before, 1) != before)
-                    r->bad_snapshots++;
+                }
                 expandable_free(g);
                 r->encodes++;
             } else {
+                print_message("  encode beside the writer: %s\n", sbf_strerror(rc));
                 r->torn++;
             }
             free(e.data);
