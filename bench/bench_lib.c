@@ -1,20 +1,24 @@
 /*
- * bench_lib.c - micro-benchmark of the filter library (`make bench-lib`): for 10M and
- * 100M keys at 1% error, a right-sized filter and one grown 10x from a tenth of the
- * capacity. Prints ns per key (hash included) for add, check and check-and-add as a
- * single-key loop and in batches, bits per key, the measured false-positive rate and the
- * ratio to an ideal standard Bloom filter at that same rate. Then the windowed filter
- * (window=1h, generations=4, 1%, sized for one window's keys) against the plain filter in
- * the same run, and a simulated click stream over 10 windows. Times are the thread's CPU
- * time, so other load on the shared machine distorts them less than wall time.
+ * bench_lib.c - micro-benchmark of the filter kinds (`make bench-lib`), through their
+ * kind_ops tables so both run the same code path: 1M and 10M keys (and 100M with
+ * BENCH_100M=1 or the argument "full") into filters created for 1M keys at 1% error, and
+ * 1M keys into filters created for 10k (100x growth), for the blocked (sbf) and the
+ * expandable kind, plus the bytes per key of a right-sized blocked filter. Prints bytes
+ * per key, the measured false-positive rate, keys/s of check-and-add and check, one key
+ * per call and in batches (hash included), and the longest single add. Times are the
+ * thread's CPU time (the longest add: wall time), so other load distorts them less.
+ * Then the windowed filter (window=1h, generations=4, 1%, sized for one window's keys)
+ * against the plain filter in the same run, and a simulated click stream over 10 windows.
  */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "lib/kind.h"
 #include "lib/sbf.h"
 #include "lib/window.h"
 
@@ -22,11 +26,19 @@
 #define QUERIES 2000000ull /* check queries per mode */
 #define SAMPLE 1000000ull  /* new keys timed per insert mode */
 #define ABSENT 1000000ull  /* never-added keys for the false-positive rate */
+#define PROBE 200000ull    /* single adds timed one by one for the longest add */
 
 static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -44,114 +56,124 @@ static struct sbf_hash query(uint64_t n, uint64_t i)
     return i & 1 ? key(2, i) : key(1, x % n);
 }
 
-enum op { OP_ADD, OP_CHECKADD };
-
-/* Inserts keys [from, to) of namespace 1; returns ns per key. */
-static double insert(struct sbf *f, enum op op, bool batched, uint64_t from, uint64_t to)
-{
-    static struct sbf_hash h[BATCH];
-    static bool present[BATCH];
-    double t0 = now();
-    if (!batched) {
-        for (uint64_t i = from; i < to; i++) {
-            bool b;
-            int rc = op == OP_ADD ? sbf_add(f, key(1, i), &b) : sbf_checkadd(f, key(1, i), &b);
-            if (rc != SBF_OK) {
-                fprintf(stderr, "bench_lib: %s\n", sbf_strerror(rc));
-                exit(1);
-            }
-        }
-    } else {
-        for (uint64_t i = from; i < to;) {
-            size_t n = 0, added;
-            for (; n < BATCH && i < to; n++, i++)
-                h[n] = key(1, i);
-            int rc = op == OP_ADD ? sbf_add_batch(f, h, n, &added)
-                                  : sbf_checkadd_batch(f, h, n, present);
-            if (rc != SBF_OK) {
-                fprintf(stderr, "bench_lib: %s\n", sbf_strerror(rc));
-                exit(1);
-            }
-        }
-    }
-    return (now() - t0) * 1e9 / (double)(to - from);
-}
-
-/* Checks QUERIES mixed keys; returns ns per key. sink keeps the work observable. */
-static double check(const struct sbf *f, uint64_t n, bool batched, uint64_t *sink)
-{
-    static struct sbf_hash h[BATCH];
-    static bool present[BATCH];
-    double t0 = now();
-    if (!batched) {
-        for (uint64_t i = 0; i < QUERIES; i++)
-            *sink += sbf_check(f, query(n, i));
-    } else {
-        for (uint64_t i = 0; i < QUERIES;) {
-            size_t m = 0;
-            for (; m < BATCH && i < QUERIES; m++, i++)
-                h[m] = query(n, i);
-            sbf_check_batch(f, h, m, present);
-            for (size_t j = 0; j < m; j++)
-                *sink += present[j];
-        }
-    }
-    return (now() - t0) * 1e9 / (double)QUERIES;
-}
-
-static void scenario(const char *name, uint64_t n, uint64_t capacity)
-{
-    struct sbf_params p;
-    sbf_params_default(&p);
-    p.capacity = capacity;
-    struct sbf *f = NULL;
-    double t0 = now();
-    if (sbf_new(&p, NULL, &f) != SBF_OK) {
-        fprintf(stderr, "bench_lib: cannot create %s\n", name);
-        exit(1);
-    }
-    double create_ms = (now() - t0) * 1e3;
-
-    /* Fill without timing, then time each insert mode on SAMPLE new keys as the filter
-     * reaches n keys, so every mode runs against a filter of about the final size. */
-    uint64_t at = n - 4 * SAMPLE;
-    insert(f, OP_ADD, true, 0, at);
-    double add1 = insert(f, OP_ADD, false, at, at + SAMPLE);
-    double addb = insert(f, OP_ADD, true, at + SAMPLE, at + 2 * SAMPLE);
-    double ca1 = insert(f, OP_CHECKADD, false, at + 2 * SAMPLE, at + 3 * SAMPLE);
-    double cab = insert(f, OP_CHECKADD, true, at + 3 * SAMPLE, n);
-
-    uint64_t sink = 0;
-    double chk1 = check(f, n, false, &sink);
-    double chkb = check(f, n, true, &sink);
-
-    uint64_t fps = 0;
-    for (uint64_t i = 0; i < ABSENT; i++)
-        fps += sbf_check(f, key(3, i));
-    double fp = (double)fps / (double)ABSENT;
-
-    struct sbf_info info;
-    sbf_info(f, &info);
-    double bpk = (double)info.bytes * 8.0 / (double)n;
-    double ideal = fps ? -log(fp) / (log(2.0) * log(2.0)) : NAN;
-    printf("%-14s %5.0fM %2u %6.2f %7.4f%% %6.2f %5.2fx | %6.1f %6.1f | %6.1f %6.1f %5.2fx | "
-           "%6.1f %6.1f | %7.1f\n",
-           name, (double)n / 1e6, info.stages, bpk, fp * 100.0, ideal, bpk / ideal, add1, addb,
-           chk1, chkb, chk1 / chkb, ca1, cab, create_ms);
-    if (sink == 0)
-        printf("(no key found?)\n");
-    sbf_free(f);
-}
-
-#define WIN_MS 3600000 /* window=1h */
-#define WIN_G 4
-#define WIN_BATCH 100 /* keys per CHECKADD line */
-
 static void die(const char *what, int rc)
 {
     fprintf(stderr, "bench_lib: %s: %s\n", what, sbf_strerror(rc));
     exit(1);
 }
+
+/* Check-and-adds keys [from, to) of namespace 1; returns ns per key. */
+static double insert(const struct kind_ops *k, void *f, bool batched, uint64_t from, uint64_t to)
+{
+    static struct sbf_hash h[BATCH];
+    static bool present[BATCH];
+    double t0 = now();
+    size_t step = batched ? BATCH : 1;
+    for (uint64_t i = from; i < to;) {
+        size_t n = 0;
+        for (; n < step && i < to; n++, i++)
+            h[n] = key(1, i);
+        int rc = k->checkadd_batch(f, h, n, present);
+        if (rc != SBF_OK)
+            die("checkadd", rc);
+    }
+    return (now() - t0) * 1e9 / (double)(to - from);
+}
+
+/* Checks QUERIES mixed keys; returns ns per key. sink keeps the work observable. */
+static double check(const struct kind_ops *k, const void *f, uint64_t n, bool batched,
+                    uint64_t *sink)
+{
+    static struct sbf_hash h[BATCH];
+    static bool present[BATCH];
+    size_t step = batched ? BATCH : 1;
+    double t0 = now();
+    for (uint64_t i = 0; i < QUERIES;) {
+        size_t m = 0;
+        for (; m < step && i < QUERIES; m++, i++)
+            h[m] = query(n, i);
+        k->check_batch(f, h, m, present);
+        for (size_t j = 0; j < m; j++)
+            *sink += present[j];
+    }
+    return (now() - t0) * 1e9 / (double)QUERIES;
+}
+
+struct row {
+    double bpk, fp, cadd1, caddb, chk1, chkb, max_us;
+};
+
+static void scenario(const char *name, const struct kind_ops *k, uint64_t n, uint64_t capacity,
+                     struct row *r)
+{
+    struct kind_params p = {0};
+    sbf_params_default(&p.sbf);
+    p.sbf.capacity = capacity;
+    void *f = NULL;
+    int rc = k->create(&p, NULL, &f);
+    if (rc != SBF_OK)
+        die("create", rc);
+    /* Fill without timing, then time each insert mode on SAMPLE new keys as the filter
+     * reaches n keys, so both run against a filter of about the final size. */
+    uint64_t sample = n / 4 < SAMPLE ? n / 4 : SAMPLE;
+    uint64_t at = n - 2 * sample - PROBE;
+    insert(k, f, true, 0, at);
+    /* The longest single add, wall time, over PROBE adds. */
+    double worst = 0;
+    for (uint64_t i = at; i < at + PROBE; i++) {
+        struct sbf_hash h = key(1, i);
+        bool present;
+        double t0 = wall();
+        rc = k->checkadd_batch(f, &h, 1, &present);
+        double t = wall() - t0;
+        if (rc != SBF_OK)
+            die("checkadd", rc);
+        if (t > worst)
+            worst = t;
+    }
+    at += PROBE;
+    r->cadd1 = insert(k, f, false, at, at + sample);
+    r->caddb = insert(k, f, true, at + sample, n);
+    uint64_t sink = 0;
+    r->chk1 = check(k, f, n, false, &sink);
+    r->chkb = check(k, f, n, true, &sink);
+    uint64_t fps = 0;
+    static struct sbf_hash h[BATCH];
+    static bool present[BATCH];
+    for (uint64_t i = 0; i < ABSENT;) {
+        size_t m = 0;
+        for (; m < BATCH && i < ABSENT; m++, i++)
+            h[m] = key(3, i);
+        k->check_batch(f, h, m, present);
+        for (size_t j = 0; j < m; j++)
+            fps += present[j];
+    }
+    struct kind_info info;
+    k->info(f, &info);
+    r->bpk = (double)info.bytes / (double)n;
+    r->fp = (double)fps / (double)ABSENT;
+    r->max_us = worst * 1e6;
+    printf("%-11s %-10s %5.0fM %4.0fx | %5.2f %7.4f%% | %6.2f %6.2f | %6.2f %6.2f | %7.1f\n", name,
+           k->name, (double)n / 1e6, (double)n / (double)capacity, r->bpk, r->fp * 100,
+           1e3 / r->cadd1, 1e3 / r->caddb, 1e3 / r->chk1, 1e3 / r->chkb, r->max_us);
+    if (sink == 0)
+        printf("(no key found?)\n");
+    k->free(f);
+}
+
+/* Bytes per key of a blocked filter sized for n keys up front. */
+static double right_sized(uint64_t n)
+{
+    struct sbf_params p;
+    sbf_params_default(&p);
+    p.capacity = n;
+    return (double)sbf_first_stage_bytes(&p) / (double)n;
+}
+
+/* Usage: bench_lib [full]: "full" (or BENCH_100M=1) adds the 100M-key rows. */
+#define WIN_MS 3600000 /* window=1h */
+#define WIN_G 4
+#define WIN_BATCH 100 /* keys per CHECKADD line */
 
 static struct window *window_make(uint64_t capacity, int64_t t0)
 {
@@ -297,29 +319,49 @@ static void click_stream(uint64_t c)
 }
 
 /* Usage: bench_lib [max keys]: the sizes above max keys are skipped (quick runs). */
+
 int main(int argc, char **argv)
 {
-    uint64_t max = argc > 1 ? strtoull(argv[1], NULL, 10) : UINT64_MAX;
-    struct sbf_params p;
-    sbf_params_default(&p);
-    printf("bench_lib: error 1%%, exponential growth x%.0f, ratio %.2f; ns/key include the "
-           "XXH3 hash;\nbatches of %d; check = 50%% present / 50%% absent keys; FP over %llu "
-           "never-added keys;\nideal = -ln(FP)/ln(2)^2 bits/key of a standard Bloom filter at "
-           "the measured FP.\n\n",
-           p.scale, p.ratio, BATCH, ABSENT);
-    printf("%-14s %6s %2s %6s %8s %6s %6s | %6s %6s | %6s %6s %6s | %6s %6s | %7s\n", "filter",
-           "keys", "st", "bits/k", "FP", "ideal", "ratio", "add1", "addB", "chk1", "chkB",
-           "speedup", "cadd1", "caddB", "new ms");
-    const uint64_t sizes[] = {10000000, 100000000};
-    for (size_t i = 0; i < 2; i++) {
-        uint64_t n = sizes[i];
-        if (n > max)
+    bool full = (argc > 1 && strcmp(argv[1], "full") == 0) ||
+                (getenv("BENCH_100M") && strcmp(getenv("BENCH_100M"), "1") == 0);
+    printf("bench_lib: error 1%%; keys/s in millions, hash included; batches of %d; check = "
+           "50%% present / 50%% absent;\nFP over %llu never-added keys; max add = longest "
+           "single check-and-add (wall, us) over %llu.\n\n",
+           BATCH, ABSENT, PROBE);
+    printf("%-11s %-10s %6s %5s | %5s %8s | %6s %6s | %6s %6s | %7s\n", "grown", "kind", "keys",
+           "x", "B/key", "FP", "cadd1", "caddB", "chk1", "chkB", "max add");
+    struct {
+        const char *name;
+        uint64_t n, cap;
+    } rows[] = {
+        {"from 1M", 1000000, 1000000},
+        {"from 1M", 10000000, 1000000},
+        {"from 1M", 100000000, 1000000},
+        {"from 10k", 1000000, 10000},
+    };
+    struct row res[4][2];
+    bool ran[4] = {false};
+    const struct kind_ops *kinds[2] = {&kind_sbf, &kind_expandable};
+    for (size_t i = 0; i < 4; i++) {
+        if (rows[i].n > 10000000 && !full)
             continue;
-        scenario("right-sized", n, n);
-        scenario("grown 10x", n, n / 10);
+        for (size_t k = 0; k < 2; k++)
+            scenario(rows[i].name, kinds[k], rows[i].n, rows[i].cap, &res[i][k]);
+        printf("%-11s %-10s %5.0fM       | %5.2f  (right-sized blocked reference)\n", "", "sized",
+               (double)rows[i].n / 1e6, right_sized(rows[i].n));
+        ran[i] = true;
     }
-    uint64_t wc = max < 10000000 ? (max < 30000 ? 30000 : max) : 10000000;
-    window_vs_plain(wc);
-    click_stream(wc / 10);
+    printf("\nexpandable / blocked: bytes/key, caddB and chkB keys/s\n");
+    for (size_t i = 0; i < 4; i++)
+        if (ran[i])
+            printf("  %-9s %5.0fM: bytes %.2fx, caddB %.2fx, chkB %.2fx\n", rows[i].name,
+                   (double)rows[i].n / 1e6, res[i][1].bpk / res[i][0].bpk,
+                   res[i][0].caddb / res[i][1].caddb, res[i][0].chkb / res[i][1].chkb);
+    if (ran[2])
+        printf("  flat cost, caddB 100M / 10M: blocked %.2fx, expandable %.2fx\n",
+               res[1][0].caddb / res[2][0].caddb, res[1][1].caddb / res[2][1].caddb);
+    /* The windowed kind against the plain one in the same run, and the click stream. */
+    window_vs_plain(10000000);
+    click_stream(1000000);
     return 0;
 }

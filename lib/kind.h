@@ -174,4 +174,12 @@ extern const struct kind_ops kind_window;
 
 #define KIND_TAG_WINDOW 2u
 
+/*
+ * The expandable filter (expandable.h) as a kind. Tag 3. intersect and advance are NULL;
+ * grown() is always true. DELETE is outside the table: expandable_delete_batch().
+ */
+extern const struct kind_ops kind_expandable;
+
+#define KIND_TAG_EXPANDABLE 3u
+
 #endif

@@ -516,10 +516,14 @@ int sbf_union(struct sbf *dst, const struct sbf *src)
         struct sbf_stage *d = &dst->stages[i];
         const struct sbf_stage *s = &src->stages[i];
         uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
+        /* dst's writer is this call (union is a writer call on dst, kind.h), so a load
+         * and a store suffice, as in bloom_set; src may have its own writer, whose
+         * words are only read here. */
         for (uint64_t w = 0; w < words; w++) {
             uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
-            if (v)
-                atomic_fetch_or_explicit(&d->bits[w], v, memory_order_relaxed);
+            uint64_t o = atomic_load_explicit(&d->bits[w], memory_order_relaxed);
+            if ((o | v) != o)
+                atomic_store_explicit(&d->bits[w], o | v, memory_order_relaxed);
         }
     }
     if (ns > nd)
@@ -542,8 +546,10 @@ int sbf_intersect(struct sbf *dst, const struct sbf *src)
     const struct sbf_stage *s = &src->stages[0];
     uint64_t words = d->nblocks * BLOOM_BLOCK_WORDS;
     for (uint64_t w = 0; w < words; w++) {
+        /* Exclusive on dst: a plain load and store, as in bloom_set. */
         uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
-        atomic_fetch_and_explicit(&d->bits[w], v, memory_order_relaxed);
+        uint64_t o = atomic_load_explicit(&d->bits[w], memory_order_relaxed);
+        atomic_store_explicit(&d->bits[w], o & v, memory_order_relaxed);
     }
     set_items_from_estimate(d);
     return SBF_OK;

@@ -168,8 +168,9 @@ static const struct kind_ops *create_kind(const struct proto_create *o, struct r
 static void exists(struct result *res, const struct filter *f, const struct kind_ops *want,
                    unsigned set, const struct kind_params *p)
 {
-    struct kind_params have;
-    f->ops->params(f->obj, &have);
+    struct kind_params have = *p; /* a kind that cannot say matches anything */
+    if (f->ops->params != NULL)
+        f->ops->params(f->obj, &have);
     bool same = (!(set & (PROTO_OPT_KIND | PROTO_OPT_WINDOW)) || f->ops == want) &&
                 (!(set & PROTO_OPT_CAPACITY) || have.sbf.capacity == p->sbf.capacity) &&
                 (!(set & PROTO_OPT_ERROR) || have.sbf.error == p->sbf.error) &&
@@ -686,7 +687,7 @@ static void cmd_list(struct server *srv, const struct proto_request *req, struct
     }
     res->status = RESULT_ROWS;
     for (size_t i = 0; i < n; i++) {
-        struct kind_info info;
+        struct kind_info info = {0};
         all[i]->ops->info(all[i]->obj, &info);
         result_row(res, all[i]->name, all[i]->name_len, info.items, info.bytes, info.capacity,
                    info.error, info.window_ms);

@@ -256,7 +256,7 @@ void figures_tick(struct figures *fg)
             /* Out of memory: keep what was merged, lose this filter's history. */
             continue;
         }
-        struct kind_info info;
+        struct kind_info info = {0};
         f[i]->ops->info(f[i]->obj, &info);
         x->ring[x->head] = (struct figures_sample){.t_ms = now, .items = info.items};
         x->head = (x->head + 1) % FIGURES_RING;

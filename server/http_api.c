@@ -93,7 +93,7 @@ static void part_json(void *ctx, const struct kind_part *p)
 static void filter_json(struct evbuffer *out, const struct filter *f, const struct figures *fg,
                         bool with_info)
 {
-    struct kind_info info;
+    struct kind_info info = {0};
     f->ops->info(f->obj, &info);
     const struct figures_entry *e = figures_get(fg, f->name, f->name_len);
     bool counted = e != NULL && e->counted_ms != 0 && e->obj == f->obj;

@@ -17,6 +17,7 @@ static const struct {
 } builtin[] = {
     {&kind_sbf, "blocked"},
     {&kind_window, "window"}, /* CREATE window=: a blocked filter per generation */
+    {&kind_expandable, "expandable"},
 };
 
 static const struct kind_ops *extra[KINDS_MAX];

@@ -193,7 +193,7 @@ static void filter_metrics_render(struct render *r, struct server *srv, const st
     for (int m = 0; m < FM_COUNT; m++) {
         header(r, filter_metrics[m].name, "gauge", filter_metrics[m].help);
         for (size_t i = 0; i < n; i++) {
-            struct kind_info info;
+            struct kind_info info = {0};
             f[i]->ops->info(f[i]->obj, &info);
             struct parts_sum ps = {0};
             if (f[i]->ops->parts != NULL)

@@ -64,7 +64,7 @@ static uint64_t total_items(const struct server *srv)
     if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        struct kind_info info;
+        struct kind_info info = {0};
         all[i]->ops->info(all[i]->obj, &info);
         sum += info.items;
         filter_unref(all[i]);

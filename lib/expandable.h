@@ -1,0 +1,117 @@
+/*
+ * expandable.h - the expandable filter: short fingerprints in 64-byte blocks, a table that
+ * grows in place one block split at a time, so memory per key and the cost of a lookup stay
+ * flat however far it grows (no stack of stages). Keys are hashed once (sbf_hash_key); every
+ * block index, bucket and fingerprint comes from that one 128-bit hash.
+ *
+ * Concurrency, as kind.h: one writer at a time (every non-const call). While it runs, other
+ * threads may call expandable_check(), expandable_check_batch(), expandable_info(),
+ * expandable_params(), expandable_encode() and expandable_encoded_size() on the
+ * same filter, and use it as the src of expandable_union(). Readers and encoders see
+ * every add that completed before they started (and maybe later ones). expandable_clear()
+ * and expandable_free() are exclusive.
+ */
+#ifndef BLOOMD_LIB_EXPANDABLE_H
+#define BLOOMD_LIB_EXPANDABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/sbf.h"
+
+/* Errors promised below this are refused: fingerprints are at most 15 bits. */
+#define EXPANDABLE_MIN_ERROR 2e-4
+#define EXPANDABLE_MAX_ERROR 0.5
+#define EXPANDABLE_MAX_CAPACITY (UINT64_C(1) << 40)
+
+struct expandable_params {
+    uint64_t capacity; /* keys the initial table holds at its target load, >= 1 */
+    double error;      /* promised false-positive rate, in [MIN_ERROR, MAX_ERROR] */
+};
+
+struct expandable;
+
+/*
+ * Creates an empty filter. budget may be NULL (no limit); it is copied. Returns 0 and sets
+ * *out (free with expandable_free), or SBF_EINVAL, SBF_ENOMEM.
+ */
+int expandable_new(const struct expandable_params *p, const struct sbf_budget *budget,
+                   struct expandable **out);
+
+/* Frees f and releases its bytes to its budget. expandable_free(NULL) does nothing. */
+void expandable_free(struct expandable *f);
+
+/* The parameters (valid as long as f). */
+const struct expandable_params *expandable_params(const struct expandable *f);
+
+/* True if a and b have the same parameters, so a union is defined. */
+bool expandable_compatible(const struct expandable *a, const struct expandable *b);
+
+/*
+ * Key operations, as sbf.h's: batches run in order (a key repeated in a batch is present
+ * the second time), prefetch every block they will touch, and on error the keys before
+ * the failing one were processed. Adding fails with SBF_ENOMEM if the budget refuses the
+ * next block and the small overflow area is full, or SBF_ELIMIT if one more key would
+ * push the false-positive bound above the promise (after >= 1000x growth, see .c).
+ */
+bool expandable_check(const struct expandable *f, struct sbf_hash h);
+int expandable_checkadd(struct expandable *f, struct sbf_hash h, bool *present);
+void expandable_check_batch(const struct expandable *f, const struct sbf_hash *h, size_t n,
+                            bool *present);
+int expandable_add_batch(struct expandable *f, const struct sbf_hash *h, size_t n, size_t *added);
+int expandable_checkadd_batch(struct expandable *f, const struct sbf_hash *h, size_t n,
+                              bool *present);
+
+/*
+ * Deletes each key: removes one stored fingerprint that matches it (the longest). *deleted
+ * (may be NULL) counts the keys that matched. Caveat: deleting a key that was never added
+ * but collides with an added one removes that one, which then reads absent: a false
+ * negative. Delete only keys you added. Never fails (returns 0).
+ */
+int expandable_delete_batch(struct expandable *f, const struct sbf_hash *h, size_t n,
+                            size_t *deleted);
+
+/*
+ * dst |= src: every fingerprint of src is inserted into dst. Needs compatible filters
+ * (else SBF_EINCOMPAT, dst unchanged). May fail part way with SBF_ENOMEM or SBF_ELIMIT as
+ * an add (dst then holds a subset of src's keys).
+ */
+int expandable_union(struct expandable *dst, const struct expandable *src);
+
+/* Back to an empty initial table, parameters kept. Exclusive. */
+void expandable_clear(struct expandable *f);
+
+/* Cheap figures (no pass over the blocks). */
+struct expandable_info {
+    uint64_t bytes;       /* bytes of blocks reserved from the budget (≈ resident) */
+    uint64_t items;       /* keys added minus keys deleted */
+    uint64_t entries;     /* fingerprints stored (a key is duplicated rarely, see .c) */
+    uint64_t capacity;    /* keys the blocks in use hold at the target load */
+    uint64_t blocks;      /* 64-byte blocks in use */
+    uint32_t level;       /* log2 of the table's cells before the current round */
+    uint64_t cursor;      /* cells of the current round already split */
+    uint64_t splits;      /* block splits since creation (expansion work done) */
+    double expansions;    /* doublings since creation, fractional: level - level0 + round */
+    uint32_t fingerprint; /* stored fingerprint bits of a new key */
+    uint32_t stash;       /* entries in the overflow area */
+    double load;          /* entries / (blocks * slots per block) */
+    double error_bound;   /* the current false-positive bound (<= the promise) */
+};
+void expandable_info(const struct expandable *f, struct expandable_info *out);
+
+/* Checks every invariant, O(blocks): for tests. Returns 0 or SBF_ECORRUPT. Exclusive. */
+int expandable_verify(const struct expandable *f);
+
+/*
+ * Codec, as sbf.h's: versioned, little-endian, checksummed. encode may run beside the
+ * writer (see above). decode validates every header field before allocating, refuses
+ * more than max_bytes of blocks (SBF_ETOOBIG), validates every block, and returns 0 and
+ * *out, or an sbf_err with nothing allocated.
+ */
+int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx);
+uint64_t expandable_encoded_size(const struct expandable *f);
+int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
+                      const struct sbf_budget *budget, struct expandable **out);
+
+#endif

@@ -1,0 +1,591 @@
+/*
+ * test_expandable.c - the expandable filter against exact sets: no false negatives through
+ * 1000x growth, the measured false-positive rate at every doubling within the promise (and
+ * within 4 standard deviations of the filter's own bound), delete, union, the codec (round
+ * trip, every single-byte corruption and every truncation refused), readers and an encoder
+ * beside the writer, the budget, and the kind table.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lib/expandable.h"
+#include "lib/kind.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+/* Key i of namespace ns: namespaces never overlap, so "never added" is exact. */
+static struct sbf_hash key(uint64_t ns, uint64_t i)
+{
+    uint64_t v[2] = {ns, i};
+    return sbf_hash_key(v, sizeof(v));
+}
+
+static struct expandable *make(uint64_t capacity, double error)
+{
+    struct expandable_params p = {.capacity = capacity, .error = error};
+    struct expandable *f = NULL;
+    assert_int_equal(expandable_new(&p, NULL, &f), SBF_OK);
+    return f;
+}
+
+enum { B = 1024 };
+
+/* Check-and-adds keys [from, to) of ns; returns how many were reported present. */
+static uint64_t checkadd_range(struct expandable *f, uint64_t ns, uint64_t from, uint64_t to)
+{
+    struct sbf_hash h[B];
+    bool present[B];
+    uint64_t hits = 0;
+    for (uint64_t i = from; i < to;) {
+        size_t n = 0;
+        for (; n < B && i < to; n++, i++)
+            h[n] = key(ns, i);
+        assert_int_equal(expandable_checkadd_batch(f, h, n, present), SBF_OK);
+        for (size_t j = 0; j < n; j++)
+            hits += present[j];
+    }
+    return hits;
+}
+
+/* Counts keys [from, to) of ns (every step-th) that the filter reports present. */
+static uint64_t count_present(const struct expandable *f, uint64_t ns, uint64_t from, uint64_t to,
+                              uint64_t step)
+{
+    struct sbf_hash h[B];
+    bool present[B];
+    uint64_t hits = 0;
+    for (uint64_t i = from; i < to;) {
+        size_t n = 0;
+        for (; n < B && i < to; n++, i += step)
+            h[n] = key(ns, i);
+        expandable_check_batch(f, h, n, present);
+        for (size_t j = 0; j < n; j++)
+            hits += present[j];
+    }
+    return hits;
+}
+
+static void test_params(void **state)
+{
+    (void)state;
+    struct expandable *f = NULL;
+    struct expandable_params bad[] = {
+        {0, 0.01},  {100, 0.0}, {100, 1e-5},
+        {100, 0.6}, {100, -1},  {EXPANDABLE_MAX_CAPACITY + 1, 0.01},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(expandable_new(&bad[i], NULL, &f), SBF_EINVAL);
+    const double errors[] = {EXPANDABLE_MIN_ERROR, 0.001, 0.01, 0.1, EXPANDABLE_MAX_ERROR};
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+        f = make(1000, errors[i]);
+        assert_int_equal(expandable_verify(f), SBF_OK);
+        struct expandable_info info;
+        expandable_info(f, &info);
+        assert_true(info.fingerprint >= 7 && info.fingerprint <= 15);
+        assert_int_equal(info.items, 0);
+        assert_true(info.capacity >= 1000);
+        expandable_free(f);
+    }
+    expandable_free(NULL);
+}
+
+/*
+ * Growth through 1000x from a small start (10M keys under ASan as well: ~30 s). At every
+ * doubling of the keys: no false negative over a sample of every added key range, the
+ * invariants, and the false-positive rate of 200k never-added keys at most the promise
+ * and at most the filter's bound + 4 sigma (sigma of a binomial at the bound: a wrong
+ * bound fails, chance alone fails with probability < 1e-4 per check).
+ */
+static void test_growth_1000x(void **state)
+{
+    (void)state;
+    const uint64_t cap = 10000, total = 10000000, absent = 200000;
+    struct expandable *f = make(cap, 0.01);
+    uint64_t at = 0, next = cap, fps_in_adds = 0;
+    while (at < total) {
+        uint64_t to = next < total ? next : total;
+        fps_in_adds += checkadd_range(f, 1, at, to);
+        at = to;
+        assert_int_equal(expandable_verify(f), SBF_OK);
+        /* No false negative: every key of the last doubling, every 7th before. */
+        assert_int_equal(count_present(f, 1, at / 2, at, 1), at - at / 2);
+        uint64_t sampled = (at / 2 + 6) / 7;
+        assert_int_equal(count_present(f, 1, 0, at / 2, 7), sampled);
+        struct expandable_info info;
+        expandable_info(f, &info);
+        uint64_t fp = count_present(f, 2, 0, absent, 1);
+        double rate = (double)fp / (double)absent;
+        double sigma = __builtin_sqrt(info.error_bound / (double)absent);
+        print_message("  %9llu keys (%5.0fx): %2.2f bytes/key, FP %.4f%% (bound %.4f%%), "
+                      "load %.3f, level %u, stash %u\n",
+                      (unsigned long long)at, (double)at / (double)cap,
+                      (double)info.bytes / (double)at, rate * 100, info.error_bound * 100,
+                      info.load, info.level, info.stash);
+        assert_true(rate <= 0.01);
+        assert_true(rate <= info.error_bound + 4 * sigma);
+        assert_true(info.error_bound <= 0.01);
+        next = at * 2;
+    }
+    /* Every key, once, at the end. */
+    assert_int_equal(count_present(f, 1, 0, total, 1), total);
+    struct expandable_info info;
+    expandable_info(f, &info);
+    /* Check-and-add of new keys said "present" only for false positives. */
+    assert_true((double)fps_in_adds <= 0.01 * (double)total);
+    assert_int_equal(info.items, total - fps_in_adds);
+    /* Repeats are always present and add nothing. */
+    assert_int_equal(checkadd_range(f, 1, 0, 100000), 100000);
+    expandable_info(f, &info);
+    assert_int_equal(info.items, total - fps_in_adds);
+    expandable_free(f);
+}
+
+/* Single-key calls agree with the batches; a repeat inside one batch is present. */
+static void test_single_and_repeats(void **state)
+{
+    (void)state;
+    struct expandable *f = make(1000, 0.01);
+    for (uint64_t i = 0; i < 50000; i++) {
+        bool present;
+        assert_int_equal(expandable_checkadd(f, key(1, i), &present), SBF_OK);
+        assert_true(expandable_check(f, key(1, i)));
+    }
+    struct sbf_hash h[4] = {key(3, 1), key(3, 1), key(3, 2), key(3, 1)};
+    bool present[4];
+    assert_int_equal(expandable_checkadd_batch(f, h, 4, present), SBF_OK);
+    assert_true(present[1] && present[3]);
+    size_t added = 0;
+    assert_int_equal(expandable_add_batch(f, h, 4, &added), SBF_OK);
+    assert_int_equal(added, 0);
+    assert_int_equal(count_present(f, 1, 0, 50000, 1), 50000);
+    expandable_free(f);
+}
+
+/*
+ * Deleting added keys. The model is the set of keys the filter stored (check-and-add said
+ * new; a false positive at add time stores nothing, and deleting such a key would remove
+ * the key it collided with: the documented caveat). Deleting half of the stored keys
+ * leaves every other stored key present, and the deleted ones absent but for collisions.
+ */
+static void test_delete(void **state)
+{
+    (void)state;
+    const uint64_t n = 200000;
+    struct expandable *f = make(5000, 0.01);
+    bool *stored = calloc(n, sizeof(*stored));
+    assert_non_null(stored);
+    for (uint64_t i = 0; i < n; i++) {
+        bool present;
+        assert_int_equal(expandable_checkadd(f, key(1, i), &present), SBF_OK);
+        stored[i] = !present;
+    }
+    struct sbf_hash h[B];
+    uint64_t deleted = 0, want = 0;
+    for (uint64_t i = 0; i < n;) {
+        size_t m = 0;
+        for (; m < B && i < n; i += 2)
+            if (stored[i])
+                h[m++] = key(1, i);
+        want += m;
+        size_t d = 0;
+        assert_int_equal(expandable_delete_batch(f, h, m, &d), SBF_OK);
+        deleted += d;
+    }
+    assert_int_equal(deleted, want);
+    assert_int_equal(expandable_verify(f), SBF_OK);
+    uint64_t odd = 0, odd_stored = 0, even = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        bool p = expandable_check(f, key(1, i));
+        if (i & 1) {
+            odd += p && stored[i];
+            odd_stored += stored[i];
+        } else {
+            even += p;
+        }
+    }
+    assert_int_equal(odd, odd_stored);
+    assert_true((double)even <= 0.01 * (double)n);
+    /* Deleting a key that is absent deletes nothing. */
+    size_t d = 1;
+    for (uint64_t i = 0; i < 100; i++) {
+        h[0] = key(9, i);
+        if (!expandable_check(f, h[0])) {
+            assert_int_equal(expandable_delete_batch(f, h, 1, &d), SBF_OK);
+            assert_int_equal(d, 0);
+        }
+    }
+    free(stored);
+    expandable_free(f);
+}
+
+/* Union of two filters of the same parameters grown to different sizes. */
+static void test_union(void **state)
+{
+    (void)state;
+    struct expandable *a = make(3000, 0.01), *b = make(3000, 0.01), *c = make(3001, 0.01);
+    checkadd_range(a, 1, 0, 20000);
+    checkadd_range(b, 2, 0, 300000);
+    assert_false(expandable_compatible(a, c));
+    assert_int_equal(expandable_union(a, c), SBF_EINCOMPAT);
+    assert_int_equal(expandable_union(a, b), SBF_OK);
+    assert_int_equal(expandable_verify(a), SBF_OK);
+    assert_int_equal(count_present(a, 1, 0, 20000, 1), 20000);
+    assert_int_equal(count_present(a, 2, 0, 300000, 1), 300000);
+    uint64_t fp = count_present(a, 3, 0, 100000, 1);
+    assert_true(fp <= 1000);
+    /* And the other way round: the small into the large. */
+    struct expandable *d = make(3000, 0.01);
+    checkadd_range(d, 4, 0, 5000);
+    assert_int_equal(expandable_union(b, d), SBF_OK);
+    assert_int_equal(count_present(b, 4, 0, 5000, 1), 5000);
+    assert_int_equal(count_present(b, 2, 0, 300000, 1), 300000);
+    assert_int_equal(expandable_union(b, b), SBF_OK);
+    expandable_free(a);
+    expandable_free(b);
+    expandable_free(c);
+    expandable_free(d);
+}
+
+/* ---- codec ---- */
+
+struct buf {
+    unsigned char *data;
+    size_t len, cap, pos, limit; /* limit: reads end there */
+};
+
+static int buf_write(void *ctx, const void *p, size_t len)
+{
+    struct buf *b = ctx;
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + len)
+            cap *= 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d)
+            return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, len);
+    b->len += len;
+    return 0;
+}
+
+static long buf_read(void *ctx, void *p, size_t len)
+{
+    struct buf *b = ctx;
+    size_t end = b->limit < b->len ? b->limit : b->len;
+    size_t n = end - b->pos < len ? end - b->pos : len;
+    memcpy(p, b->data + b->pos, n);
+    b->pos += n;
+    return (long)n;
+}
+
+static int decode_buf(struct buf *b, size_t limit, struct expandable **out)
+{
+    b->pos = 0;
+    b->limit = limit;
+    return expandable_decode(buf_read, b, UINT64_C(1) << 32, NULL, out);
+}
+
+static void test_codec_round_trip(void **state)
+{
+    (void)state;
+    struct expandable *f = make(2000, 0.01);
+    checkadd_range(f, 1, 0, 37000); /* mid-round: two arrays in use */
+    struct buf e = {0};
+    assert_int_equal(expandable_encode(f, buf_write, &e), SBF_OK);
+    assert_int_equal(e.len, expandable_encoded_size(f));
+    struct expandable *g = NULL;
+    assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_OK);
+    assert_int_equal(expandable_verify(g), SBF_OK);
+    assert_int_equal(count_present(g, 1, 0, 37000, 1), 37000);
+    struct expandable_info a, b;
+    expandable_info(f, &a);
+    expandable_info(g, &b);
+    assert_int_equal(a.items, b.items);
+    assert_int_equal(a.entries, b.entries);
+    assert_int_equal(a.blocks, b.blocks);
+    assert_true(a.error_bound - b.error_bound < 1e-12 && b.error_bound - a.error_bound < 1e-12);
+    struct buf e2 = {0};
+    assert_int_equal(expandable_encode(g, buf_write, &e2), SBF_OK);
+    assert_int_equal(e2.len, e.len);
+    assert_memory_equal(e2.data, e.data, e.len);
+    /* It keeps working after a decode. */
+    checkadd_range(g, 1, 37000, 80000);
+    assert_int_equal(count_present(g, 1, 0, 80000, 1), 80000);
+    /* max_bytes below the blocks: refused before allocating. */
+    e.pos = 0;
+    e.limit = SIZE_MAX;
+    assert_int_equal(expandable_decode(buf_read, &e, 1000, NULL, &g), SBF_ETOOBIG);
+    free(e.data);
+    free(e2.data);
+    expandable_free(f);
+    expandable_free(g);
+}
+
+/* Every single-byte change (three values per byte) and every truncation is refused. */
+static void test_codec_corruption(void **state)
+{
+    (void)state;
+    struct expandable *f = make(100, 0.01);
+    checkadd_range(f, 1, 0, 3700);
+    struct buf e = {0};
+    assert_int_equal(expandable_encode(f, buf_write, &e), SBF_OK);
+    struct expandable *g = NULL;
+    for (size_t i = 0; i < e.len; i++) {
+        const unsigned char flips[] = {0x01, 0x80, 0xff};
+        for (size_t k = 0; k < sizeof(flips); k++) {
+            e.data[i] ^= flips[k];
+            int rc = decode_buf(&e, SIZE_MAX, &g);
+            if (rc == SBF_OK)
+                fail_msg("byte %zu ^ 0x%02x decoded", i, flips[k]);
+            e.data[i] ^= flips[k];
+        }
+    }
+    for (size_t n = 0; n < e.len; n++)
+        assert_int_not_equal(decode_buf(&e, n, &g), SBF_OK);
+    /* A trailing byte too. */
+    buf_write(&e, "x", 1);
+    assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_ECORRUPT);
+    e.len--;
+    assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_OK);
+    expandable_free(g);
+    free(e.data);
+    expandable_free(f);
+}
+
+/* ---- beside the writer ---- */
+
+struct race {
+    struct expandable *f;
+    _Atomic uint64_t done; /* keys [0, done) were added before the reader looks */
+    _Atomic int stop;
+    uint64_t misses, encodes, torn, bad_snapshots;
+};
+
+static void *reader_main(void *arg)
+{
+    struct race *r = arg;
+    uint64_t x = 1;
+    for (unsigned it = 0; it < 1000000 && !atomic_load(&r->stop); it++) {
+        uint64_t done = atomic_load(&r->done);
+        if (done == 0)
+            continue;
+        struct sbf_hash h[64];
+        bool present[64];
+        for (int i = 0; i < 64; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            h[i] = key(1, (x >> 11) % done);
+        }
+        expandable_check_batch(r->f, h, 64, present);
+        for (int i = 0; i < 64; i++)
+            r->misses += !present[i];
+        if (it % 64 == 0) {
+            /* An encode beside the writer decodes to a filter with every key before it. */
+            struct buf e = {0};
+            uint64_t before = atomic_load(&r->done);
+            int rc = expandable_encode(r->f, buf_write, &e);
+            if (rc == SBF_OK) {
+                struct expandable *g = NULL;
+                int drc = decode_buf(&e, SIZE_MAX, &g);
+                uint64_t got = drc == SBF_OK ? count_present(g, 1, 0, before, 1) : 0;
+                if (drc != SBF_OK || got != before) {
+                    print_message("  bad snapshot: decode %s, %llu of %llu keys\n",
+                                  sbf_strerror(drc), (unsigned long long)got,
+                                  (unsigned long long)before);
+                    r->bad_snapshots++;
+                }
+                expandable_free(g);
+                r->encodes++;
+            } else {
+                print_message("  encode beside the writer: %s\n", sbf_strerror(rc));
+                r->torn++;
+            }
+            free(e.data);
+        }
+    }
+    return NULL;
+}
+
+static void test_readers_beside_writer(void **state)
+{
+    (void)state;
+    struct race r = {.f = make(1000, 0.01)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, reader_main, &r), 0);
+    const uint64_t n = UNDER_ASAN ? 400000 : 2000000;
+    for (uint64_t i = 0; i < n; i += 256) {
+        checkadd_range(r.f, 1, i, i + 256);
+        atomic_store(&r.done, i + 256);
+    }
+    atomic_store(&r.stop, 1);
+    pthread_join(t, NULL);
+    print_message("  reader: %llu encodes, %llu refused as torn, %llu misses, %llu bad\n",
+                  (unsigned long long)r.encodes, (unsigned long long)r.torn,
+                  (unsigned long long)r.misses, (unsigned long long)r.bad_snapshots);
+    assert_int_equal(r.misses, 0);
+    assert_int_equal(r.bad_snapshots, 0);
+    assert_true(r.encodes > 0);
+    expandable_free(r.f);
+}
+
+/* ---- budget ---- */
+
+struct budget_state {
+    size_t used, limit;
+};
+
+static bool b_reserve(void *ctx, size_t bytes)
+{
+    struct budget_state *b = ctx;
+    if (b->used + bytes > b->limit)
+        return false;
+    b->used += bytes;
+    return true;
+}
+
+static void b_release(void *ctx, size_t bytes)
+{
+    struct budget_state *b = ctx;
+    b->used -= bytes;
+}
+
+static void test_budget(void **state)
+{
+    (void)state;
+    struct budget_state bs = {.limit = (size_t)4 << 20};
+    struct sbf_budget budget = {b_reserve, b_release, &bs};
+    struct expandable_params p = {.capacity = 1000, .error = 0.01};
+    struct expandable *f = NULL;
+    assert_int_equal(expandable_new(&p, &budget, &f), SBF_OK);
+    struct expandable_info info;
+    expandable_info(f, &info);
+    assert_int_equal(info.bytes, bs.used);
+    /* Fill until the budget refuses: then SBF_ENOMEM, and every key added so far stays. */
+    uint64_t i = 0;
+    int rc = SBF_OK;
+    for (; i < 10000000 && rc == SBF_OK; i++) {
+        bool present;
+        rc = expandable_checkadd(f, key(1, i), &present);
+    }
+    assert_int_equal(rc, SBF_ENOMEM);
+    assert_true(bs.used <= bs.limit);
+    expandable_info(f, &info);
+    assert_int_equal(info.bytes, bs.used);
+    assert_int_equal(count_present(f, 1, 0, i - 1, 1), i - 1);
+    expandable_clear(f);
+    expandable_info(f, &info);
+    assert_int_equal(info.items, 0);
+    assert_int_equal(info.bytes, bs.used);
+    assert_int_equal(count_present(f, 1, 0, 1000, 1) <= 20, true);
+    expandable_free(f);
+    assert_int_equal(bs.used, 0);
+}
+
+/* ---- kind table ---- */
+
+static void field_count(void *ctx, const char *name, enum kind_field_type type, uint64_t u,
+                        double d, const char *s)
+{
+    (void)name, (void)type, (void)u, (void)d, (void)s;
+    (*(int *)ctx)++;
+}
+
+static void test_kind(void **state)
+{
+    (void)state;
+    const struct kind_ops *k = &kind_expandable;
+    assert_string_equal(k->name, "expandable");
+    assert_int_equal(k->tag, KIND_TAG_EXPANDABLE);
+    assert_null(k->intersect);
+    assert_null(k->advance);
+    struct kind_params p = {0};
+    sbf_params_default(&p.sbf);
+    p.sbf.capacity = 5000;
+    void *a = NULL, *b = NULL;
+    assert_int_equal(k->create(&p, NULL, &a), SBF_OK);
+    p.window_ms = 1000;
+    assert_int_equal(k->create(&p, NULL, &b), SBF_EINVAL);
+    p.window_ms = 0;
+    p.sbf.scale = 4;
+    assert_int_equal(k->create(&p, NULL, &b), SBF_EINVAL);
+    p.sbf.scale = 2;
+    p.sbf.growth = SBF_GROWTH_LINEAR;
+    assert_int_equal(k->create(&p, NULL, &b), SBF_EINVAL);
+    p.sbf.growth = SBF_GROWTH_EXPONENTIAL;
+    p.sbf.ratio = 0.5;
+    assert_int_equal(k->create(&p, NULL, &b), SBF_EINVAL);
+    assert_int_equal(k->create_like(a, NULL, &b), SBF_OK);
+    struct sbf_hash h[100];
+    bool present[100];
+    for (int i = 0; i < 100; i++)
+        h[i] = key(1, (uint64_t)i);
+    assert_int_equal(k->checkadd_batch(a, h, 100, present), SBF_OK);
+    assert_true(k->compatible(a, b));
+    assert_int_equal(k->merge(b, a), SBF_OK);
+    k->check_batch(b, h, 100, present);
+    for (int i = 0; i < 100; i++)
+        assert_true(present[i]);
+    assert_true(k->grown(a));
+    struct kind_info info;
+    k->info(b, &info);
+    assert_true(info.items >= 100 && info.bytes > 0 && info.error == 0.01);
+    int fields = 0;
+    k->fields(b, field_count, &fields);
+    assert_int_equal(fields, 14);
+    assert_int_equal(k->verify(b), SBF_OK);
+    struct buf e = {0};
+    assert_int_equal(k->encode(b, buf_write, &e), SBF_OK);
+    assert_int_equal(e.len, k->encoded_size(b));
+    void *c = NULL;
+    e.limit = SIZE_MAX;
+    assert_int_equal(k->decode(buf_read, &e, UINT64_C(1) << 30, NULL, &c), SBF_OK);
+    k->check_batch(c, h, 100, present);
+    for (int i = 0; i < 100; i++)
+        assert_true(present[i]);
+    k->clear(c);
+    k->info(c, &info);
+    assert_int_equal(info.items, 0);
+    free(e.data);
+    k->free(a);
+    k->free(b);
+    k->free(c);
+    k->free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_single_and_repeats),
+        cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_union),
+        cmocka_unit_test(test_codec_round_trip),
+        cmocka_unit_test(test_codec_corruption),
+        cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_kind),
+        cmocka_unit_test(test_readers_beside_writer),
+        cmocka_unit_test(test_growth_1000x),
+    };
+    if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_union' for one test */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
