@@ -43,10 +43,11 @@ FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,u
 # scripts/deps.sh has installed them.
 LIB_LIBS = $(shell pkg-config --libs libxxhash) -lm
 PROTO_LIBS =
-SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads inih libxxhash libsystemd) \
+SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads libevent_openssl openssl inih \
+                libxxhash libsystemd) \
               -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka)
-PKG_CFLAGS = $(shell pkg-config --cflags libevent libxxhash inih libsystemd)
+PKG_CFLAGS = $(shell pkg-config --cflags libevent libevent_openssl openssl libxxhash inih libsystemd)
 
 LIB_SRC := $(wildcard lib/*.c)
 PROTO_SRC := $(wildcard proto/*.c)

@@ -15,6 +15,7 @@
 #define CONFIG_PATH_MAX 1024
 #define CONFIG_MAX_TEMPLATES 32
 #define CONFIG_TEMPLATE_OPTIONS 512
+#define CONFIG_TOKEN_MAX 257 /* AUTH_TOKEN_MAX + NUL */
 
 /*
  * A filter template, from an INI section [filter <pattern>]: filters created on first
@@ -49,6 +50,14 @@ struct config {
     unsigned memcache_port;            /* memcached-protocol listener, 0 = off */
     char memcache_default_filter[129]; /* filter of memcached keys without "<filter>:" */
     int memcache_flush_all;            /* 1: memcached flush_all clears every filter */
+    char auth_token[CONFIG_TOKEN_MAX];      /* clients must AUTH with it; empty = no auth */
+    char auth_token_file[CONFIG_PATH_MAX];  /* read into auth_token by config_load */
+    int protected_mode;                     /* 1: no token + non-loopback peer = refused */
+    int http_auth_metrics;                  /* 1: /metrics and the probes need the token too */
+    unsigned tls_port;                      /* TLS listener (bloomd protocol), 0 = off */
+    char tls_cert_file[CONFIG_PATH_MAX];    /* PEM certificate chain */
+    char tls_key_file[CONFIG_PATH_MAX];     /* PEM private key */
+    char tls_ca_file[CONFIG_PATH_MAX];      /* PEM CAs: client certificates required; "" = not */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
     size_t ntemplates;
 };
