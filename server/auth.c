@@ -23,8 +23,8 @@ void auth_key_init(struct auth_key *key, const char *token, size_t len)
     if (len == 0)
         return;
     unsigned int n = AUTH_DIGEST_LEN;
-    key->set = EVP_Digest(token, len, key->digest, &n, EVP_sha256(), NULL) == 1 &&
-               n == AUTH_DIGEST_LEN;
+    key->set =
+        EVP_Digest(token, len, key->digest, &n, EVP_sha256(), NULL) == 1 && n == AUTH_DIGEST_LEN;
 }
 
 bool auth_key_matches(const struct auth_key *key, const void *tok, size_t len)

@@ -15,8 +15,8 @@
 
 /* The token as the server keeps it: only its digest. */
 struct auth_key {
-    bool set;                                /* a token is configured */
-    unsigned char digest[AUTH_DIGEST_LEN];   /* SHA-256 of the token */
+    bool set;                              /* a token is configured */
+    unsigned char digest[AUTH_DIGEST_LEN]; /* SHA-256 of the token */
 };
 
 /* Sets key from token[0..len); len 0 leaves it unset (no authentication). */

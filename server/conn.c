@@ -36,12 +36,12 @@
 #include "server/server.h"
 #include "server/worker.h"
 
-#define CONN_MIN_IN 1024     /* input buffers up to this size are kept while idle */
-#define CONN_KEEP_OUT 4096   /* larger reply buffers are freed once drained */
-#define CONN_CLOSE_SECONDS 5 /* wait for a closing client to read its last reply */
-#define CONN_MAX_PARKED 1024 /* parked requests per connection before parsing waits */
-#define CONN_AUTH_DELAY_MS 250     /* a failed AUTH is answered this late */
-#define CONN_AUTH_MAX_FAILURES 5   /* failed AUTHs before the connection is closed */
+#define CONN_MIN_IN 1024         /* input buffers up to this size are kept while idle */
+#define CONN_KEEP_OUT 4096       /* larger reply buffers are freed once drained */
+#define CONN_CLOSE_SECONDS 5     /* wait for a closing client to read its last reply */
+#define CONN_MAX_PARKED 1024     /* parked requests per connection before parsing waits */
+#define CONN_AUTH_DELAY_MS 250   /* a failed AUTH is answered this late */
+#define CONN_AUTH_MAX_FAILURES 5 /* failed AUTHs before the connection is closed */
 
 /* Where a connection is with authentication; one state, not a set of flags. */
 enum conn_auth {
@@ -77,19 +77,19 @@ struct conn {
     size_t out_sent;
     struct parked *parked, *parked_tail; /* oldest first */
     size_t nparked;
-    size_t held;            /* bytes in the parked requests' buffers */
-    struct parked *spare;   /* the completion offered to the next command; NULL until needed */
-    size_t skip;            /* input bytes to discard before parsing resumes */
-    struct result res;      /* scratch result, reused by every request */
-    bool reading;           /* ev_read is added */
-    bool writing;           /* ev_write is added */
-    bool eof;               /* the peer sent everything it will send */
-    bool closing;           /* no more requests: close once the output is written */
-    bool lingering;         /* write side shut: discarding input until EOF or timeout */
-    char peer[NETADDR_MAX]; /* address for log lines */
-    enum conn_auth auth;    /* what the client may run */
-    unsigned auth_failures; /* failed AUTHs so far */
-    struct event *ev_auth;  /* timer releasing a failed AUTH's reply; NULL until one fails */
+    size_t held;               /* bytes in the parked requests' buffers */
+    struct parked *spare;      /* the completion offered to the next command; NULL until needed */
+    size_t skip;               /* input bytes to discard before parsing resumes */
+    struct result res;         /* scratch result, reused by every request */
+    bool reading;              /* ev_read is added */
+    bool writing;              /* ev_write is added */
+    bool eof;                  /* the peer sent everything it will send */
+    bool closing;              /* no more requests: close once the output is written */
+    bool lingering;            /* write side shut: discarding input until EOF or timeout */
+    char peer[NETADDR_MAX];    /* address for log lines */
+    enum conn_auth auth;       /* what the client may run */
+    unsigned auth_failures;    /* failed AUTHs so far */
+    struct event *ev_auth;     /* timer releasing a failed AUTH's reply; NULL until one fails */
     struct parked *auth_reply; /* that reply, parked; NULL when none waits */
 };
 

@@ -16,8 +16,8 @@
 #include "server/server.h"
 #include "server/worker.h"
 
-#define MC_WHY_AUTH                                                                            \
-    CONN_WHY_AUTH ": this server has an auth_token and its memcached listener cannot AUTH; "     \
+#define MC_WHY_AUTH                                                                                \
+    CONN_WHY_AUTH ": this server has an auth_token and its memcached listener cannot AUTH; "       \
                   "use the bloomd port"
 
 /* What format_parked needs to know of a parked add/set. */

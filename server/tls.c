@@ -39,7 +39,7 @@
 
 /* Mozilla's "intermediate" TLS 1.2 list; TLS 1.3 suites are OpenSSL's defaults (all AEAD). */
 #define TLS12_CIPHERS                                                                              \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"   \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"     \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 struct bridge {
@@ -57,11 +57,11 @@ struct bridge {
 };
 
 struct tls {
-    SSL_CTX *ctx;                  /* what new handshakes use; live SSLs hold their own ref */
-    char cert[CONFIG_PATH_MAX];    /* the files, for tls_reload */
+    SSL_CTX *ctx;               /* what new handshakes use; live SSLs hold their own ref */
+    char cert[CONFIG_PATH_MAX]; /* the files, for tls_reload */
     char key[CONFIG_PATH_MAX];
-    char ca[CONFIG_PATH_MAX];      /* "" = no client certificates */
-    struct bridge *bridges;        /* every TLS client */
+    char ca[CONFIG_PATH_MAX]; /* "" = no client certificates */
+    struct bridge *bridges;   /* every TLS client */
 };
 
 /* The oldest queued OpenSSL error as text ("unknown error" if none), and clears the queue. */

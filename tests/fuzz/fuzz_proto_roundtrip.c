@@ -146,8 +146,7 @@ static void build(struct source *s, struct line *l, struct expect *e)
     put_cmd(l, s, e->cmd);
     bool optional_name = e->cmd == PROTO_CMD_LIST || e->cmd == PROTO_CMD_FLUSH;
     bool no_name = e->cmd == PROTO_CMD_STATS || e->cmd == PROTO_CMD_VERSION ||
-                   e->cmd == PROTO_CMD_HELP || e->cmd == PROTO_CMD_QUIT ||
-                   e->cmd == PROTO_CMD_AUTH;
+                   e->cmd == PROTO_CMD_HELP || e->cmd == PROTO_CMD_QUIT || e->cmd == PROTO_CMD_AUTH;
     if (!no_name && (!optional_name || (take(s) & 1))) {
         put_spaces(l, s);
         e->name_len = make_name(s, e->name);
