@@ -85,7 +85,7 @@ DEPS_TEST := build/.deps-test
 DEPS_BENCH := build/.deps-bench
 
 .PHONY: all run test unit integration fuzz fuzz-smoke format format-check bench bench-lib \
-        bench-proto bench-net bench-snapshot bench-http docker-test clean install uninstall \
+        bench-proto bench-net bench-snapshot bench-http bench-tls docker-test clean install uninstall \
         install-python uninstall-python
 .DEFAULT_GOAL := all
 
@@ -190,7 +190,7 @@ format-check: | $(DEPS_TEST)
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 # ---- benchmarks ----
-bench: bench-lib bench-proto bench-net bench-snapshot bench-http
+bench: bench-lib bench-proto bench-net bench-snapshot bench-http bench-tls
 bench-lib: $(REL)/bench/bench_lib
 	$(REL)/bench/bench_lib
 bench-proto: $(REL)/bench/bench_proto
@@ -201,6 +201,8 @@ bench-snapshot: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_snapshot.sh
 bench-http: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_http.sh
+bench-tls: build/bloomd | $(DEPS_BENCH)
+	bench/run_tls.sh
 
 docker-test:
 	scripts/deps.sh docker

@@ -249,6 +249,11 @@ static int bridge_start(struct bridge *b)
         bridge_free(b);
         return -1;
     }
+    /* libevent reads and writes 16 KiB at a time by default: a pipelined client sends more. */
+    bufferevent_set_max_single_read(b->plain, BRIDGE_HIGH);
+    bufferevent_set_max_single_write(b->plain, BRIDGE_HIGH);
+    bufferevent_set_max_single_read(b->tls, BRIDGE_HIGH);
+    bufferevent_set_max_single_write(b->tls, BRIDGE_HIGH);
     bufferevent_setcb(b->plain, on_plain_read, on_plain_written, on_plain_event, b);
     bufferevent_enable(b->plain, EV_READ | EV_WRITE);
     log_msg(LOG_DEBUG, "TLS client %s: %s, %s", b->name,
