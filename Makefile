@@ -43,10 +43,11 @@ FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,u
 # scripts/deps.sh has installed them.
 LIB_LIBS = $(shell pkg-config --libs libxxhash) -lm
 PROTO_LIBS =
-SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads inih libxxhash libsystemd) \
+SERVER_LIBS = $(shell pkg-config --libs libevent libevent_pthreads libevent_openssl openssl inih \
+                libxxhash libsystemd) \
               -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka)
-PKG_CFLAGS = $(shell pkg-config --cflags libevent libxxhash inih libsystemd)
+PKG_CFLAGS = $(shell pkg-config --cflags libevent libevent_openssl openssl libxxhash inih libsystemd)
 
 LIB_SRC := $(wildcard lib/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
@@ -84,7 +85,7 @@ DEPS_TEST := build/.deps-test
 DEPS_BENCH := build/.deps-bench
 
 .PHONY: all run test unit integration fuzz fuzz-smoke format format-check bench bench-lib \
-        bench-proto bench-net bench-snapshot bench-http docker-test clean install uninstall \
+        bench-proto bench-net bench-snapshot bench-http bench-tls docker-test clean install uninstall \
         install-python uninstall-python
 .DEFAULT_GOAL := all
 
@@ -191,7 +192,7 @@ format-check: | $(DEPS_TEST)
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 # ---- benchmarks ----
-bench: bench-lib bench-proto bench-net bench-snapshot bench-http
+bench: bench-lib bench-proto bench-net bench-snapshot bench-http bench-tls
 bench-lib: $(REL)/bench/bench_lib
 	$(REL)/bench/bench_lib
 bench-proto: $(REL)/bench/bench_proto
@@ -202,6 +203,8 @@ bench-snapshot: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_snapshot.sh
 bench-http: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_http.sh
+bench-tls: build/bloomd | $(DEPS_BENCH)
+	bench/run_tls.sh
 
 docker-test:
 	scripts/deps.sh docker

@@ -243,6 +243,7 @@ static const char *const help_lines[] = {
     "VERSION",
     "HELP",
     "QUIT",
+    "AUTH <token>",
 };
 
 void proto_format_result(struct proto_buf *b, const struct result *r)

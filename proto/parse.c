@@ -25,7 +25,7 @@ static const struct cmd_entry cmd_table[] = {
     {"DROP", PROTO_CMD_DROP},         {"CLEAR", PROTO_CMD_CLEAR},
     {"FLUSH", PROTO_CMD_FLUSH},       {"STATS", PROTO_CMD_STATS},
     {"VERSION", PROTO_CMD_VERSION},   {"HELP", PROTO_CMD_HELP},
-    {"QUIT", PROTO_CMD_QUIT},
+    {"QUIT", PROTO_CMD_QUIT},         {"AUTH", PROTO_CMD_AUTH},
 };
 
 #define CMD_COUNT (sizeof(cmd_table) / sizeof(cmd_table[0]))
@@ -386,6 +386,17 @@ static int parse_line(const char *line, size_t n, struct proto_request *req)
         return PROTO_BLANK;
     if (!lookup_cmd(tok, &req->cmd))
         return fail(req, PROTO_ERR_UNKNOWN_CMD, "unknown command", tok);
+
+    if (req->cmd == PROTO_CMD_AUTH) {
+        /* A token is opaque: it may hold spaces; only the separator after AUTH is dropped. */
+        while (rest.len > 0 && rest.ptr[0] == ' ') {
+            rest.ptr++;
+            rest.len--;
+        }
+        req->args = rest;
+        req->nargs = rest.len > 0;
+        return PROTO_OK;
+    }
 
     struct proto_slice name = {NULL, 0}, extra;
     bool has_name = proto_next_arg(&rest, &name);

@@ -32,7 +32,8 @@ enum proto_cmd {
     PROTO_CMD_STATS,
     PROTO_CMD_VERSION,
     PROTO_CMD_HELP,
-    PROTO_CMD_QUIT, /* last: STATS_NCMD counts up to it */
+    PROTO_CMD_QUIT,
+    PROTO_CMD_AUTH, /* last: STATS_NCMD counts up to it */
 };
 
 /* CREATE options; a bit in `set` says the option was given (else the server default). */
@@ -69,7 +70,9 @@ struct proto_create {
  * while it is. `name` is the filter (the destination for UNION/INTERSECT, the optional
  * prefix for LIST and the optional filter for FLUSH; len 0 when absent). `args` is the
  * rest of the line after the name: keys for ADD/CHECK/CHECKADD, source filters for
- * UNION/INTERSECT, the options for CREATE (already decoded into `create`); walk it with
+ * UNION/INTERSECT, the options for CREATE (already decoded into `create`), and for AUTH the
+ * token: every byte after the spaces that follow AUTH, spaces included (nargs 1, or 0 when
+ * empty); otherwise walk it with
  * proto_next_arg(), or proto_next_key() for keys. `nargs` counts them. Every arg was
  * validated by the parser. `key_skip` is the length of a prefix each key token carries and
  * that is not part of the key (the memcached protocol's "<filter>:"); 0 for the text

@@ -1003,6 +1003,10 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
     case PROTO_CMD_QUIT:
         result_set(res, RESULT_CLOSE, NULL);
         break;
+    case PROTO_CMD_AUTH:
+        /* Authentication is a connection's state: conn.c answers AUTH before it gets here. */
+        result_set(res, RESULT_CLIENT_ERROR, "AUTH is not available on this listener");
+        break;
     }
     return CMD_DONE;
 }

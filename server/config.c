@@ -21,6 +21,7 @@
 #include "lib/sbf.h"
 #include "proto/number.h"
 #include "proto/proto.h"
+#include "server/auth.h"
 #include "server/log.h"
 
 enum opt_kind {
@@ -91,7 +92,29 @@ static const struct opt_def opts[] = {
      "filter of memcached keys without '<filter>:'"},
     {"memcache_flush_all", OPT_BOOL, F(memcache_flush_all), 0, 1, false, "yes|no",
      "let memcached flush_all clear every filter"},
+    /* Config file and BLOOMD_AUTH_TOKEN only: a flag would show the token in ps. */
+    {"auth_token", OPT_STR, F(auth_token), 0, 0, true, "TOKEN",
+     "token clients must AUTH with, empty = none"},
+    {"auth_token_file", OPT_STR, F(auth_token_file), 0, 0, true, "FILE",
+     "file holding auth_token (one line), overrides it"},
+    {"protected_mode", OPT_BOOL, F(protected_mode), 0, 1, false, "yes|no",
+     "without a token, refuse clients that are not on loopback"},
+    {"http_auth_metrics", OPT_BOOL, F(http_auth_metrics), 0, 1, false, "yes|no",
+     "with a token, /metrics, /healthz and /readyz need it too"},
+    {"tls_port", OPT_UINT, F(tls_port), 0, 65535, false, "N",
+     "TLS port (bloomd protocol) on the same address, 0 = off"},
+    {"tls_cert_file", OPT_STR, F(tls_cert_file), 0, 0, true, "FILE",
+     "TLS certificate chain, PEM (SIGHUP reloads it)"},
+    {"tls_key_file", OPT_STR, F(tls_key_file), 0, 0, true, "FILE", "TLS private key, PEM"},
+    {"tls_ca_file", OPT_STR, F(tls_ca_file), 0, 0, true, "FILE",
+     "CA certificates, PEM: clients must present a certificate"},
 };
+
+/* Options that must not be flags: the command line is public (ps, /proc/<pid>/cmdline). */
+static bool flag_forbidden(const char *name)
+{
+    return strcmp(name, "auth_token") == 0 || strcmp(name, "auth-token") == 0;
+}
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -112,6 +135,7 @@ void config_defaults(struct config *c)
     c->default_error = 0.01;
     snprintf(c->memcache_default_filter, sizeof(c->memcache_default_filter), "default");
     c->durability = 1; /* everysec */
+    c->protected_mode = 1;
 }
 
 const struct config_template *config_template_for(const struct config *c, const char *name)
@@ -512,6 +536,13 @@ int config_load(struct config *c, int argc, char **argv, enum config_action *act
             snprintf(err, errlen, "unknown option '%s' (see --help)", flag);
             return CONFIG_EINVAL;
         }
+        if (flag_forbidden(name)) {
+            snprintf(err, errlen,
+                     "%s cannot be a flag (ps shows the command line): use --auth-token-file, "
+                     "BLOOMD_AUTH_TOKEN or auth_token in the config file",
+                     flag);
+            return CONFIG_EINVAL;
+        }
         if (value == NULL) {
             snprintf(err, errlen, "option %s needs a value", flag);
             return CONFIG_EINVAL;
@@ -526,6 +557,19 @@ int config_load(struct config *c, int argc, char **argv, enum config_action *act
                      c->config, why);
             return CONFIG_EINVAL;
         }
+    }
+    if (c->auth_token_file[0] != '\0' &&
+        auth_read_token_file(c->auth_token_file, c->auth_token, sizeof c->auth_token, err,
+                             errlen) != 0)
+        return CONFIG_EINVAL;
+    const char *bad = c->auth_token[0] != '\0' ? auth_token_invalid(c->auth_token) : NULL;
+    if (bad != NULL) {
+        snprintf(err, errlen, "auth_token: %s", bad);
+        return CONFIG_EINVAL;
+    }
+    if (c->tls_port != 0 && (c->tls_cert_file[0] == '\0' || c->tls_key_file[0] == '\0')) {
+        snprintf(err, errlen, "tls_port %u needs tls_cert_file and tls_key_file", c->tls_port);
+        return CONFIG_EINVAL;
     }
     /* Each is in range alone; together they must make a filter, or every CREATE fails. */
     struct sbf_params p;
@@ -590,7 +634,7 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
 
 const char *config_usage(void)
 {
-    static char text[6144];
+    static char text[8192];
     if (text[0] != '\0')
         return text;
     struct config def;
@@ -605,6 +649,8 @@ const char *config_usage(void)
                                 "answers VERSION within 2 s\n");
     for (size_t i = 0; i < NOPTS && n < sizeof(text); i++) {
         char flag[64], value[64];
+        if (flag_forbidden(opts[i].name))
+            continue;
         size_t k = (size_t)snprintf(flag, sizeof(flag), "--%s %s", opts[i].name, opts[i].arg);
         for (size_t j = 2; j < k && flag[j] != ' '; j++)
             if (flag[j] == '_')
@@ -617,6 +663,8 @@ const char *config_usage(void)
         snprintf(text + n, sizeof(text) - n,
                  "\nEach option may also be set as BLOOMD_<OPTION> in the environment or as\n"
                  "<option> = <value> in the INI file (section [bloomd] or none).\n"
-                 "Precedence: flags > environment > config file > defaults.\n");
+                 "Precedence: flags > environment > config file > defaults.\n"
+                 "auth_token is not a flag (ps would show it): set it in the config file, as\n"
+                 "BLOOMD_AUTH_TOKEN, or in a file named by --auth-token-file.\n");
     return text;
 }

@@ -15,6 +15,7 @@
 #define CONFIG_PATH_MAX 1024
 #define CONFIG_MAX_TEMPLATES 32
 #define CONFIG_TEMPLATE_OPTIONS 512
+#define CONFIG_TOKEN_MAX 257 /* AUTH_TOKEN_MAX + NUL */
 
 /*
  * A filter template, from an INI section [filter <pattern>]: filters created on first
@@ -29,27 +30,35 @@ struct config_template {
 };
 
 struct config {
-    char bind[256];                    /* listen address (numeric or host name) */
-    unsigned port;                     /* 0 = any free port */
-    unsigned http_port;                /* HTTP metrics/probes/page, 0 = off */
-    char http_bind[256];               /* HTTP listen address, empty = same as bind */
-    char data_dir[CONFIG_PATH_MAX];    /* snapshots live here; created if missing */
-    char config[CONFIG_PATH_MAX];      /* the INI file read, empty if none */
-    unsigned snapshot_interval;        /* seconds between snapshots, 0 = only on demand */
-    unsigned max_connections;          /* concurrent clients */
-    uint64_t max_line;                 /* bytes in one request line, terminator included */
-    uint64_t max_memory;               /* bytes of filter bits, 0 = sized by main.c (cgroup) */
-    uint64_t max_output;               /* unsent reply bytes before we stop reading a client */
-    unsigned idle_timeout;             /* seconds before an idle client is closed, 0 = never */
-    int log_level;                     /* enum log_level */
-    int log_format;                    /* enum log_format */
-    char log_file[CONFIG_PATH_MAX];    /* empty = stderr */
-    uint64_t default_capacity;         /* CREATE without capacity= */
-    double default_error;              /* CREATE without error= */
-    int durability;                    /* enum durability (server/durable.h) */
-    unsigned memcache_port;            /* memcached-protocol listener, 0 = off */
-    char memcache_default_filter[129]; /* filter of memcached keys without "<filter>:" */
-    int memcache_flush_all;            /* 1: memcached flush_all clears every filter */
+    char bind[256];                        /* listen address (numeric or host name) */
+    unsigned port;                         /* 0 = any free port */
+    unsigned http_port;                    /* HTTP metrics/probes/page, 0 = off */
+    char http_bind[256];                   /* HTTP listen address, empty = same as bind */
+    char data_dir[CONFIG_PATH_MAX];        /* snapshots live here; created if missing */
+    char config[CONFIG_PATH_MAX];          /* the INI file read, empty if none */
+    unsigned snapshot_interval;            /* seconds between snapshots, 0 = only on demand */
+    unsigned max_connections;              /* concurrent clients */
+    uint64_t max_line;                     /* bytes in one request line, terminator included */
+    uint64_t max_memory;                   /* bytes of filter bits, 0 = sized by main.c (cgroup) */
+    uint64_t max_output;                   /* unsent reply bytes before we stop reading a client */
+    unsigned idle_timeout;                 /* seconds before an idle client is closed, 0 = never */
+    int log_level;                         /* enum log_level */
+    int log_format;                        /* enum log_format */
+    char log_file[CONFIG_PATH_MAX];        /* empty = stderr */
+    uint64_t default_capacity;             /* CREATE without capacity= */
+    double default_error;                  /* CREATE without error= */
+    int durability;                        /* enum durability (server/durable.h) */
+    unsigned memcache_port;                /* memcached-protocol listener, 0 = off */
+    char memcache_default_filter[129];     /* filter of memcached keys without "<filter>:" */
+    int memcache_flush_all;                /* 1: memcached flush_all clears every filter */
+    char auth_token[CONFIG_TOKEN_MAX];     /* clients must AUTH with it; empty = no auth */
+    char auth_token_file[CONFIG_PATH_MAX]; /* read into auth_token by config_load */
+    int protected_mode;                    /* 1: no token + non-loopback peer = refused */
+    int http_auth_metrics;                 /* 1: /metrics and the probes need the token too */
+    unsigned tls_port;                     /* TLS listener (bloomd protocol), 0 = off */
+    char tls_cert_file[CONFIG_PATH_MAX];   /* PEM certificate chain */
+    char tls_key_file[CONFIG_PATH_MAX];    /* PEM private key */
+    char tls_ca_file[CONFIG_PATH_MAX];     /* PEM CAs: client certificates required; "" = not */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
     size_t ntemplates;
 };

@@ -11,6 +11,12 @@
  * Requests after it keep executing (so writes behind a held write join the same group
  * commit), but their replies are held behind it; when the oldest parked request
  * completes, its reply and everything held behind it move to the output, in order.
+ *
+ * Authentication (auth_token set) is a state of the connection, enum conn_auth: the
+ * drivers ask conn_admit() before running a request, and AUTH is answered here, not in
+ * commands.c, which knows no connections. A failed AUTH parks its own reply on a timer
+ * (the parked path above), and nothing else runs meanwhile, so guessing costs
+ * CONN_AUTH_DELAY_MS per try; after CONN_AUTH_MAX_FAILURES the connection is closed.
  */
 #include "server/conn.h"
 
@@ -22,6 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/auth.h"
 #include "server/commands.h"
 #include "server/log.h"
 #include "server/netaddr.h"
@@ -29,10 +36,20 @@
 #include "server/server.h"
 #include "server/worker.h"
 
-#define CONN_MIN_IN 1024     /* input buffers up to this size are kept while idle */
-#define CONN_KEEP_OUT 4096   /* larger reply buffers are freed once drained */
-#define CONN_CLOSE_SECONDS 5 /* wait for a closing client to read its last reply */
-#define CONN_MAX_PARKED 1024 /* parked requests per connection before parsing waits */
+#define CONN_MIN_IN 1024         /* input buffers up to this size are kept while idle */
+#define CONN_KEEP_OUT 4096       /* larger reply buffers are freed once drained */
+#define CONN_CLOSE_SECONDS 5     /* wait for a closing client to read its last reply */
+#define CONN_MAX_PARKED 1024     /* parked requests per connection before parsing waits */
+#define CONN_AUTH_DELAY_MS 250   /* a failed AUTH is answered this late */
+#define CONN_AUTH_MAX_FAILURES 5 /* failed AUTHs before the connection is closed */
+
+/* Where a connection is with authentication; one state, not a set of flags. */
+enum conn_auth {
+    CONN_AUTH_OFF,     /* no token configured: every request runs */
+    CONN_AUTH_NEEDED,  /* only AUTH, HELP, VERSION and QUIT run */
+    CONN_AUTH_FAILING, /* a failed AUTH's reply waits on ev_auth; nothing runs until it leaves */
+    CONN_AUTH_OK,      /* authenticated: every request runs */
+};
 
 struct conn;
 
@@ -60,16 +77,20 @@ struct conn {
     size_t out_sent;
     struct parked *parked, *parked_tail; /* oldest first */
     size_t nparked;
-    size_t held;            /* bytes in the parked requests' buffers */
-    struct parked *spare;   /* the completion offered to the next command; NULL until needed */
-    size_t skip;            /* input bytes to discard before parsing resumes */
-    struct result res;      /* scratch result, reused by every request */
-    bool reading;           /* ev_read is added */
-    bool writing;           /* ev_write is added */
-    bool eof;               /* the peer sent everything it will send */
-    bool closing;           /* no more requests: close once the output is written */
-    bool lingering;         /* write side shut: discarding input until EOF or timeout */
-    char peer[NETADDR_MAX]; /* address for log lines */
+    size_t held;               /* bytes in the parked requests' buffers */
+    struct parked *spare;      /* the completion offered to the next command; NULL until needed */
+    size_t skip;               /* input bytes to discard before parsing resumes */
+    struct result res;         /* scratch result, reused by every request */
+    bool reading;              /* ev_read is added */
+    bool writing;              /* ev_write is added */
+    bool eof;                  /* the peer sent everything it will send */
+    bool closing;              /* no more requests: close once the output is written */
+    bool lingering;            /* write side shut: discarding input until EOF or timeout */
+    char peer[NETADDR_MAX];    /* address for log lines */
+    enum conn_auth auth;       /* what the client may run */
+    unsigned auth_failures;    /* failed AUTHs so far */
+    struct event *ev_auth;     /* timer releasing a failed AUTH's reply; NULL until one fails */
+    struct parked *auth_reply; /* that reply, parked; NULL when none waits */
 };
 
 static void on_read(evutil_socket_t fd, short what, void *arg);
@@ -151,6 +172,8 @@ static void conn_free(struct conn *c)
         c->next->prev = c->prev;
     event_free(c->ev_read);
     event_free(c->ev_write);
+    if (c->ev_auth != NULL)
+        event_free(c->ev_auth);
     close(c->fd);
     free(c->in);
     proto_buf_free(&c->out);
@@ -259,6 +282,7 @@ int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
     if (c->ev_read == NULL || c->ev_write == NULL)
         goto error;
     result_init(&c->res);
+    c->auth = w->srv->auth.set ? CONN_AUTH_NEEDED : CONN_AUTH_OFF;
     netaddr_format(peer, peerlen, c->peer, sizeof(c->peer));
     c->next = w->conns;
     if (c->next != NULL)
@@ -301,7 +325,65 @@ struct result *conn_result(struct conn *c)
 
 bool conn_can_execute(const struct conn *c)
 {
-    return !c->closing && c->nparked < CONN_MAX_PARKED && unsent(c) <= c->w->srv->cfg.max_output;
+    return !c->closing && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
+           unsent(c) <= c->w->srv->cfg.max_output;
+}
+
+bool conn_admit(const struct conn *c, enum proto_cmd cmd)
+{
+    if (c->auth == CONN_AUTH_OFF || c->auth == CONN_AUTH_OK)
+        return true;
+    return cmd == PROTO_CMD_AUTH || cmd == PROTO_CMD_HELP || cmd == PROTO_CMD_VERSION ||
+           cmd == PROTO_CMD_QUIT;
+}
+
+/* The failed AUTH's delay is over: its reply goes out and parsing resumes. May free c. */
+static void on_auth_delay(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    struct parked *p = c->auth_reply;
+    bool last = c->auth_failures >= CONN_AUTH_MAX_FAILURES;
+    c->auth_reply = NULL;
+    c->auth = CONN_AUTH_NEEDED;
+    completion_finish(&p->cpl, RESULT_CLIENT_ERROR,
+                      last ? "invalid token; too many failures, closing" : "invalid token");
+}
+
+/*
+ * AUTH: OK at once when the token matches; otherwise the reply is parked for
+ * CONN_AUTH_DELAY_MS (returns NULL) and the failure logged with the peer.
+ */
+static const struct result *auth_execute(struct conn *c, const struct proto_request *req)
+{
+    const struct server *srv = c->w->srv;
+    if (!srv->auth.set) {
+        result_set(&c->res, RESULT_CLIENT_ERROR, "no auth_token is configured");
+        return &c->res;
+    }
+    if (auth_key_matches(&srv->auth, req->args.ptr, req->args.len)) {
+        c->auth = CONN_AUTH_OK;
+        result_set(&c->res, RESULT_OK, NULL);
+        return &c->res;
+    }
+    c->auth_failures++;
+    log_msg(LOG_WARN, "client %s: AUTH failed (%u of %d)", c->peer, c->auth_failures,
+            CONN_AUTH_MAX_FAILURES);
+    if (c->ev_auth == NULL)
+        c->ev_auth = evtimer_new(c->w->base, on_auth_delay, c);
+    struct timeval tv = {.tv_sec = 0, .tv_usec = CONN_AUTH_DELAY_MS * 1000};
+    if (c->ev_auth == NULL || evtimer_add(c->ev_auth, &tv) != 0) {
+        result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
+        c->closing = true;
+        return &c->res;
+    }
+    c->auth = CONN_AUTH_FAILING;
+    c->auth_reply = c->spare;
+    if (c->auth_failures >= CONN_AUTH_MAX_FAILURES)
+        c->closing = true; /* nothing after this AUTH runs; close once its reply is out */
+    park(c);
+    return NULL;
 }
 
 struct proto_buf *conn_reply_begin(struct conn *c, size_t *mark)
@@ -325,6 +407,8 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
         result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
         return &c->res;
     }
+    if (req->cmd == PROTO_CMD_AUTH)
+        return auth_execute(c, req);
     /* done() is never called before commands_execute returns, so parking after is safe. */
     if (commands_execute(c->w->srv, &c->w->stats, req, &c->res, &p->cpl) != CMD_PENDING) {
         if (c->res.status == RESULT_CLOSE)
@@ -466,7 +550,8 @@ static void pump(struct conn *c)
         c->in_len = c->in_cap = 0;
         set_event(c->ev_read, &c->reading, false, 0);
     }
-    bool room = unsent(c) <= cfg->max_output && c->nparked < CONN_MAX_PARKED;
+    bool room = unsent(c) <= cfg->max_output && c->nparked < CONN_MAX_PARKED &&
+                c->auth != CONN_AUTH_FAILING;
     bool want_write = c->out.len > c->out_sent && !c->lingering;
     bool want_read = c->lingering || (!c->closing && !c->eof && room);
     unsigned idle = cfg->idle_timeout;

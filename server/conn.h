@@ -46,6 +46,14 @@ const char *conn_peer(const struct conn *c); /* "1.2.3.4:5678", for log lines */
 bool conn_can_execute(const struct conn *c);
 
 /*
+ * True if a request with command cmd may run on c now. When false the driver runs
+ * nothing and replies CLIENT_ERROR CONN_WHY_AUTH: a token is configured and c has not
+ * sent a good AUTH (only AUTH, HELP, VERSION and QUIT run before it).
+ */
+bool conn_admit(const struct conn *c, enum proto_cmd cmd);
+#define CONN_WHY_AUTH "authentication required"
+
+/*
  * The buffer the next reply goes to (the output, or behind a parked request). Append with
  * the proto/ formatters between conn_reply_begin() and conn_reply_end().
  */
@@ -59,7 +67,8 @@ struct result *conn_result(struct conn *c);
  * Executes req. Returns the result (conn_result(c)) when it is there at once: the driver
  * formats it as the next reply. Returns NULL when the command parked it: the connection
  * formats it later with proto->format_parked(ctx) and keeps every later reply behind it.
- * ctx (ctx_len <= CONN_CTX_MAX bytes) is copied.
+ * ctx (ctx_len <= CONN_CTX_MAX bytes) is copied. AUTH is answered by the connection
+ * itself (a failed one parks, to slow guessing down).
  */
 const struct result *conn_execute(struct conn *c, const struct proto_request *req, const void *ctx,
                                   size_t ctx_len);

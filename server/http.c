@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "server/figures.h"
@@ -43,8 +44,10 @@ static void send_body(struct evhttp_request *req, int status, const char *type,
     evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
     static const char *const reasons[] = {[0] = "OK",           [1] = "Bad Request",
                                           [2] = "Not Found",    [3] = "Method Not Allowed",
-                                          [4] = "URI Too Long", [5] = "Service Unavailable"};
+                                          [4] = "URI Too Long", [5] = "Service Unavailable",
+                                          [6] = "Unauthorized"};
     const char *reason = status == 200   ? reasons[0]
+                         : status == 401 ? reasons[6]
                          : status == 400 ? reasons[1]
                          : status == 404 ? reasons[2]
                          : status == 405 ? reasons[3]
@@ -71,6 +74,17 @@ static bool is(const char *path, size_t len, const char *lit)
     return strlen(lit) == len && memcmp(path, lit, len) == 0;
 }
 
+/* True if the request carries "Authorization: Bearer <auth_token>" (constant time). */
+static bool bearer_ok(struct evhttp_request *req, const struct server *srv)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    static const char scheme[] = "Bearer ";
+    if (v == NULL || strncasecmp(v, scheme, sizeof scheme - 1) != 0)
+        return false;
+    v += sizeof scheme - 1;
+    return auth_key_matches(&srv->auth, v, strlen(v));
+}
+
 static void route(struct evhttp_request *req, void *arg)
 {
     struct http *h = arg;
@@ -92,6 +106,14 @@ static void route(struct evhttp_request *req, void *arg)
     const char *query = q != NULL ? q + 1 : "";
     size_t qlen = q != NULL ? ulen - plen - 1 : 0;
 
+    /* With a token, the data pages need it; the probes and metrics only if asked. */
+    bool probe = is(uri, plen, "/healthz") || is(uri, plen, "/readyz") || is(uri, plen, "/metrics");
+    if (srv->auth.set && (!probe || srv->cfg.http_auth_metrics) && !bearer_ok(req, srv)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                          "Bearer realm=\"bloomd\"");
+        text_reply(req, 401, "authentication required: send Authorization: Bearer <auth_token>");
+        return;
+    }
     if (is(uri, plen, "/healthz")) {
         text_reply(req, 200, "ok");
         return;

@@ -22,11 +22,13 @@
 #include "server/log.h"
 #include "server/netaddr.h"
 #include "server/server.h"
+#include "server/tls.h"
 #include "server/worker.h"
 
 #define ACCEPT_BATCH 64
 #define ACCEPT_PAUSE_MS 100
 #define TOO_MANY "SERVER_ERROR too many connections\r\n"
+#define PROTECTED "SERVER_ERROR protected mode: set auth_token or protected_mode no\r\n"
 
 struct listener {
     struct worker *w;
@@ -35,12 +37,13 @@ struct listener {
     int spare;            /* /dev/null, given up to accept under EMFILE; -1 if lost */
     struct event *ev;     /* readable listening socket */
     struct event *resume; /* timer: accept again after a pause */
+    struct tls *tls;      /* accepted clients speak TLS first; NULL for plain TCP */
 };
 
-static void refuse(struct worker *w, int fd)
+static void refuse(struct worker *w, int fd, const char *line)
 {
     /* Best effort: a fresh socket's send buffer always takes one short line. */
-    ssize_t n = send(fd, TOO_MANY, sizeof(TOO_MANY) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n = send(fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)n;
     close(fd);
     w->stats.conn_rejected++;
@@ -68,7 +71,7 @@ static void accept_emfile(struct listener *l)
     int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd >= 0) {
         log_msg(LOG_WARN, "out of file descriptors: refusing a client");
-        refuse(l->w, fd);
+        refuse(l->w, fd, TOO_MANY);
     }
     l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
@@ -100,12 +103,22 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         if (w->stats.conn_current >= cfg->max_connections) {
             log_msg(LOG_WARN, "max_connections (%u) reached: refusing a client",
                     cfg->max_connections);
-            refuse(w, fd);
+            refuse(w, fd, TOO_MANY);
+            continue;
+        }
+        if (w->srv->protect && !netaddr_is_loopback((struct sockaddr *)&ss, len)) {
+            char peer[NETADDR_MAX];
+            netaddr_format((struct sockaddr *)&ss, len, peer, sizeof peer);
+            log_msg(LOG_WARN, "protected mode: refusing %s (not loopback, no auth_token)", peer);
+            refuse(w, fd, PROTECTED);
             continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        conn_start(w, l->proto, fd, (struct sockaddr *)&ss, len);
+        if (l->tls != NULL)
+            tls_accept(l->tls, w, l->proto, fd, (struct sockaddr *)&ss, len);
+        else
+            conn_start(w, l->proto, fd, (struct sockaddr *)&ss, len);
     }
 }
 
@@ -179,6 +192,12 @@ struct listener *listener_open(struct worker *w, const struct conn_proto *proto,
     if (getsockname(l->fd, (struct sockaddr *)&ss, &len) == 0)
         netaddr_format((struct sockaddr *)&ss, len, addr, sizeof(addr));
     log_msg(LOG_INFO, "listening on %s (%s protocol)", addr, proto->name);
+    if (w->srv->protect && !netaddr_is_loopback((struct sockaddr *)&ss, len))
+        log_msg(LOG_WARN,
+                "protected mode: %s is not a loopback address and no auth_token is set, so "
+                "only clients on this host are served; others get an error. Set auth_token "
+                "(or --auth-token-file), or --protected-mode no if the network is trusted",
+                addr);
     return l;
 error:
     listener_close(l);
@@ -198,4 +217,9 @@ void listener_close(struct listener *l)
     if (l->spare >= 0)
         close(l->spare);
     free(l);
+}
+
+void listener_use_tls(struct listener *l, struct tls *t)
+{
+    l->tls = t;
 }

@@ -19,6 +19,10 @@ struct conn_proto;
 struct listener *listener_open(struct worker *w, const struct conn_proto *proto, const char *host,
                                unsigned port);
 
+/* Clients accepted from now on do a TLS handshake with t (not taken over) first. */
+struct tls;
+void listener_use_tls(struct listener *l, struct tls *t);
+
 /* Stops accepting and frees l. listener_close(NULL) does nothing. */
 void listener_close(struct listener *l);
 

@@ -22,3 +22,18 @@ void netaddr_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t 
         snprintf(buf, n, "?");
     }
 }
+
+bool netaddr_is_loopback(const struct sockaddr *sa, socklen_t len)
+{
+    if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        return (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return false;
+}

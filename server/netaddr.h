@@ -4,6 +4,7 @@
 #ifndef BLOOMD_SERVER_NETADDR_H
 #define BLOOMD_SERVER_NETADDR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -12,5 +13,8 @@
 
 /* Formats sa (len bytes) as host:port into buf (always NUL-terminated); "?" if unknown. */
 void netaddr_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t n);
+
+/* True if sa is a loopback address: 127.0.0.0/8, ::1, or ::ffff:127.x.y.z. */
+bool netaddr_is_loopback(const struct sockaddr *sa, socklen_t len);
 
 #endif

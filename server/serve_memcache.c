@@ -16,6 +16,10 @@
 #include "server/server.h"
 #include "server/worker.h"
 
+#define MC_WHY_AUTH                                                                                \
+    CONN_WHY_AUTH ": this server has an auth_token and its memcached listener cannot AUTH; "       \
+                  "use the bloomd port"
+
 /* What format_parked needs to know of a parked add/set. */
 struct mc_ctx {
     enum mc_cmd cmd;
@@ -120,7 +124,13 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
             }
             continue;
         }
-        if (m.cmd == MC_CMD_GET)
+        if (!conn_admit(c, m.req.cmd)) {
+            /* memcached's ASCII auth is not offered here: no client we know of speaks it. */
+            size_t mark;
+            struct proto_buf *b = conn_reply_begin(c, &mark);
+            proto_reply_error(b, "CLIENT_ERROR", MC_WHY_AUTH);
+            conn_reply_end(c, b, mark);
+        } else if (m.cmd == MC_CMD_GET)
             serve_get(c, &m);
         else
             serve_one(c, &m);

@@ -49,11 +49,29 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
     bool holds = durable_holds(srv); /* replies wait for the journal: no merged runs */
     while (off < len && conn_can_execute(c)) {
         struct proto_request *req = &run[0];
+        if (!parsed && len - off >= 2 && buf[off] == 0x16 && buf[off + 1] == 0x03) {
+            /* A TLS handshake record: no text command starts with byte 0x16. */
+            size_t mark;
+            struct proto_buf *b = conn_reply_begin(c, &mark);
+            proto_reply_error(b, "CLIENT_ERROR", "TLS sent to the plain port; use tls_port");
+            conn_reply_end(c, b, mark);
+            log_msg(LOG_INFO, "client %s: TLS handshake on the plain port, closing", conn_peer(c));
+            conn_finish(c);
+            return len;
+        }
         if (!parsed)
             st = proto_parse(buf + off, len - off, &lim, req, &used);
         parsed = false;
         if (st == PROTO_MORE)
             break;
+        if (st == PROTO_OK && !conn_admit(c, req->cmd)) {
+            size_t mark;
+            struct proto_buf *b = conn_reply_begin(c, &mark);
+            proto_reply_error(b, "CLIENT_ERROR", CONN_WHY_AUTH);
+            conn_reply_end(c, b, mark);
+            off += used;
+            continue;
+        }
         if (st == PROTO_OK && commands_runnable(req) && !holds) {
             /* Merge the small key requests that follow into one lib batch. */
             size_t n = 1, keys = req->nargs, next_used = 0;

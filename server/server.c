@@ -1,7 +1,8 @@
 /*
  * server.c - start-up and shutdown of the whole daemon: data directory, snapshots, the
  * worker (today one, on the main thread), listeners, signals. SIGTERM/SIGINT stop
- * accepting, close clients and leave the loop; SIGHUP reopens the log file. Snapshots
+ * accepting, close clients and leave the loop; SIGHUP reopens the log file and reloads the
+ * TLS certificate. Snapshots
  * are loaded before listening and written a last time after the loop.
  */
 #include "server/server.h"
@@ -26,6 +27,7 @@
 #include "server/recover.h"
 #include "server/registry.h"
 #include "server/snapshot.h"
+#include "server/tls.h"
 #include "server/worker.h"
 
 int server_init(struct server *srv, const struct config *cfg)
@@ -33,6 +35,10 @@ int server_init(struct server *srv, const struct config *cfg)
     memset(srv, 0, sizeof(*srv));
     srv->cfg = *cfg;
     srv->started_ns = clock_mono_ns();
+    auth_key_init(&srv->auth, cfg->auth_token, strlen(cfg->auth_token));
+    srv->protect = cfg->protected_mode && !srv->auth.set;
+    /* The copy of the token in cfg is not needed any more: only its digest is kept. */
+    explicit_bzero(srv->cfg.auth_token, sizeof srv->cfg.auth_token);
     budget_init(&srv->budget, cfg->max_memory);
     srv->reg = registry_new();
     return srv->reg != NULL ? SERVER_OK : SERVER_ENOMEM;
@@ -107,6 +113,7 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     log_msg(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     notify_stopping();
     worker_close_listeners(srv->worker);
+    tls_close_all(srv->tls);
     conn_close_all(srv->worker);
     /* Write the last snapshot while the loop still answers /readyz with 503. */
     if (drain(srv) != 0)
@@ -117,11 +124,13 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     (void)sig;
     (void)what;
-    (void)arg;
+    struct server *srv = arg;
     if (log_reopen() != 0)
         log_msg(LOG_ERROR, "SIGHUP: cannot reopen the log file: %s", strerror(errno));
     else
         log_msg(LOG_INFO, "SIGHUP: log file reopened");
+    if (srv->tls != NULL)
+        tls_reload(srv->tls);
 }
 
 /* Descriptors beyond the clients: listener, spare, log, data dir, snapshot files, eventfd. */
@@ -201,6 +210,13 @@ static void load_done(struct job *j)
         if (w->lis[1] == NULL)
             lj->rc = -1;
     }
+    if (lj->rc == 0 && w->lis[0] != NULL && srv->tls != NULL) {
+        w->lis[2] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.tls_port);
+        if (w->lis[2] == NULL)
+            lj->rc = -1;
+        else
+            listener_use_tls(w->lis[2], srv->tls);
+    }
     if (lj->rc != 0 || w->lis[0] == NULL) {
         srv->failed = true;
         event_base_loopexit(w->base, NULL);
@@ -233,6 +249,9 @@ int server_run(struct server *srv)
     if (install_signals(srv, w->base) != 0 || notify_start(srv, w->base) != 0)
         return SERVER_EIO;
     if (srv->cfg.http_port != 0 && (srv->http = http_start(srv, w->base)) == NULL)
+        return SERVER_EIO;
+    /* Before the load: a bad certificate should stop start-up at once. */
+    if (srv->cfg.tls_port != 0 && (srv->tls = tls_new(&srv->cfg)) == NULL)
         return SERVER_EIO;
     /* Load on the job thread so that the loop answers /healthz and /readyz meanwhile. */
     struct load_job *lj = calloc(1, sizeof *lj);
@@ -268,6 +287,8 @@ void server_destroy(struct server *srv)
         if (srv->signals[i] != NULL)
             event_free(srv->signals[i]);
     }
+    tls_free(srv->tls); /* before the loop it runs on */
+    srv->tls = NULL;
     if (srv->worker != NULL) {
         conn_close_all(srv->worker);
         worker_destroy(srv->worker);

@@ -15,10 +15,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "server/auth.h"
 #include "server/budget.h"
 #include "server/config.h"
 
 struct event;
+struct tls;
 struct http;
 struct registry;
 struct snapshotter;
@@ -46,6 +48,9 @@ struct server {
     struct http *http;        /* the HTTP pages; NULL when http_port is 0 */
     struct event *drained;    /* fires when the shutdown's last snapshot is written */
     struct durable *durable;  /* the journal (server/durable.h); NULL in mode snapshot */
+    struct auth_key auth;     /* cfg.auth_token's digest; unset = no authentication */
+    bool protect;             /* protected mode: refuse clients that are not on loopback */
+    struct tls *tls;          /* the TLS listener's context; NULL when tls_port is 0 */
 };
 
 enum server_err {

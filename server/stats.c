@@ -23,7 +23,7 @@ static const char *const cmd_names[STATS_NCMD] = {
     [PROTO_CMD_DROP] = "cmd_drop",       [PROTO_CMD_CLEAR] = "cmd_clear",
     [PROTO_CMD_FLUSH] = "cmd_flush",     [PROTO_CMD_STATS] = "cmd_stats",
     [PROTO_CMD_VERSION] = "cmd_version", [PROTO_CMD_HELP] = "cmd_help",
-    [PROTO_CMD_QUIT] = "cmd_quit",
+    [PROTO_CMD_QUIT] = "cmd_quit",       [PROTO_CMD_AUTH] = "cmd_auth",
 };
 
 const char *stats_cmd_name(enum proto_cmd cmd)

@@ -53,6 +53,11 @@ static void check_request(const struct proto_request *req, const char *lo, const
     case PROTO_CMD_QUIT:
         CHECK(req->name.len == 0 && req->nargs == 0);
         return;
+    case PROTO_CMD_AUTH: /* an opaque token, spaces allowed, never the line terminator */
+        CHECK(req->name.len == 0 && req->nargs == (req->args.len > 0));
+        CHECK(req->args.len == 0 ||
+              (req->args.ptr[0] != ' ' && memchr(req->args.ptr, '\n', req->args.len) == NULL));
+        return;
     default:
         check_name(req->name, false);
         break;

@@ -140,13 +140,13 @@ static void put_create_options(struct line *l, struct source *s, struct expect *
 static void build(struct source *s, struct line *l, struct expect *e)
 {
     memset(e, 0, sizeof(*e));
-    e->cmd = (enum proto_cmd)(take(s) % (PROTO_CMD_QUIT + 1));
+    e->cmd = (enum proto_cmd)(take(s) % (PROTO_CMD_AUTH + 1));
     if (take(s) & 1)
         put(l, "  ", 2);
     put_cmd(l, s, e->cmd);
     bool optional_name = e->cmd == PROTO_CMD_LIST || e->cmd == PROTO_CMD_FLUSH;
     bool no_name = e->cmd == PROTO_CMD_STATS || e->cmd == PROTO_CMD_VERSION ||
-                   e->cmd == PROTO_CMD_HELP || e->cmd == PROTO_CMD_QUIT;
+                   e->cmd == PROTO_CMD_HELP || e->cmd == PROTO_CMD_QUIT || e->cmd == PROTO_CMD_AUTH;
     if (!no_name && (!optional_name || (take(s) & 1))) {
         put_spaces(l, s);
         e->name_len = make_name(s, e->name);
@@ -170,10 +170,16 @@ static void build(struct source *s, struct line *l, struct expect *e)
     case PROTO_CMD_CREATE:
         put_create_options(l, s, e);
         break;
+    case PROTO_CMD_AUTH: /* the token runs to the line end: no trailing spaces after it */
+        put_spaces(l, s);
+        e->nargs = 1;
+        e->arg_len[0] = make_key(s, e->args[0]);
+        put(l, e->args[0], e->arg_len[0]);
+        break;
     default:
         break;
     }
-    if (take(s) & 1)
+    if (e->cmd != PROTO_CMD_AUTH && (take(s) & 1))
         put(l, "  ", 2);
     if (take(s) & 1)
         put(l, "\r\n", 2);

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import pytest
 
@@ -33,7 +33,8 @@ def free_port() -> int:
 class Daemon:
     """One bloomd process; start() and stop() may be repeated (same data dir)."""
 
-    def __init__(self, data_dir: Path, log: Path) -> None:
+    def __init__(self, data_dir: Path, log: Path, args: Sequence[str] = ()) -> None:
+        self.args = list(args)  # extra flags, e.g. --auth-token-file
         self.data_dir = data_dir
         self.log = log
         self.port = 0
@@ -52,7 +53,7 @@ class Daemon:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [BLOOMD_BIN, "--port", str(port), "--bind", "127.0.0.1",
-                 "--data-dir", str(self.data_dir), "--snapshot-interval", "0"],
+                 "--data-dir", str(self.data_dir), "--snapshot-interval", "0", *self.args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + START_DEADLINE
         while time.monotonic() < deadline:

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -203,6 +204,11 @@ static void test_bad_values(void **state)
         {"--bind", "", "bind"},
         {"--data-dir", "", "data_dir"},
         {"--colour", "red", "--colour"},
+        {"--auth-token", "x", "cannot be a flag"},
+        {"--auth_token", "x", "cannot be a flag"},
+        {"--auth-token-file", "/nonexistent/tok", "auth token file"},
+        {"--tls-port", "8675", "tls_cert_file"},
+        {"--protected-mode", "maybe", "protected_mode"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct config c;
@@ -257,6 +263,32 @@ static void test_bad_files(void **state)
 }
 
 /* The shipped example documents the real defaults: loading it changes nothing. */
+/* The token comes from the environment, the config file or a file, never a flag. */
+static void test_token_sources(void **state)
+{
+    (void)state;
+    clear_env();
+    struct config c;
+    enum config_action a;
+    setenv("BLOOMD_AUTH_TOKEN", "from env", 1);
+    assert_int_equal(load(1, (char *[]){"bloomd", NULL}, &c, &a), CONFIG_OK);
+    assert_string_equal(c.auth_token, "from env");
+    write_file("/tmp/bloomd-test-token", "from file\n");
+    char **v = ARGV("--auth-token-file", "/tmp/bloomd-test-token");
+    assert_int_equal(load(3, v, &c, &a), CONFIG_OK);
+    assert_string_equal(c.auth_token, "from file"); /* the file wins over the environment */
+    setenv("BLOOMD_AUTH_TOKEN", "a\rb", 1);
+    assert_int_equal(load(1, (char *[]){"bloomd", NULL}, &c, &a), CONFIG_EINVAL);
+    unsetenv("BLOOMD_AUTH_TOKEN");
+    write_file("/tmp/bloomd-test-token.ini", "auth_token = in ini\nprotected_mode = no\n");
+    v = ARGV("--config", "/tmp/bloomd-test-token.ini");
+    assert_int_equal(load(3, v, &c, &a), CONFIG_OK);
+    assert_string_equal(c.auth_token, "in ini");
+    assert_int_equal(c.protected_mode, 0);
+    unlink("/tmp/bloomd-test-token");
+    unlink("/tmp/bloomd-test-token.ini");
+}
+
 static void test_example_matches_defaults(void **state)
 {
     (void)state;
@@ -273,10 +305,11 @@ static void test_example_matches_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),    cmocka_unit_test(test_flags_both_forms),
-        cmocka_unit_test(test_count_forms), cmocka_unit_test(test_actions),
-        cmocka_unit_test(test_precedence),  cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_bad_files),   cmocka_unit_test(test_example_matches_defaults),
+        cmocka_unit_test(test_defaults),      cmocka_unit_test(test_flags_both_forms),
+        cmocka_unit_test(test_count_forms),   cmocka_unit_test(test_actions),
+        cmocka_unit_test(test_precedence),    cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_example_matches_defaults),
+        cmocka_unit_test(test_token_sources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,16 +5,17 @@
         bloomd.create("clicks", capacity=1_000_000, error=0.001)
         seen = bloomd.checkadd("clicks", ["a", "b", "a"])   # [False, False, True]
 """
-from .client import Client, FilterSummary, parse_url
-from .errors import (BloomdConnectionError, BloomdError, ClientError, InvalidKey,
+from .client import Client, FilterSummary, parse_url, parse_url_auth
+from .errors import (AuthenticationError, BloomdConnectionError, BloomdError, ClientError, InvalidKey,
                      InvalidName, NotFound, ProtocolError, ServerError, ServerReplyError,
                      UnknownCommand)
 from .keys import hashed_key
 from .sharding import ShardedClient
 
 __all__ = [
-    "BloomdConnectionError", "BloomdError", "Client", "ClientError", "FilterSummary",
-    "InvalidKey", "InvalidName", "NotFound", "ProtocolError", "ServerError",
+    "AuthenticationError", "BloomdConnectionError", "BloomdError", "Client", "ClientError",
+    "FilterSummary", "InvalidKey", "InvalidName", "NotFound", "ProtocolError", "ServerError",
     "ServerReplyError", "ShardedClient", "UnknownCommand", "hashed_key", "parse_url",
+    "parse_url_auth",
 ]
 __version__ = "0.1.0"

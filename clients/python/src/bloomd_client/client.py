@@ -7,7 +7,8 @@ at most max_line bytes and pipeline them; results come back in input order.
 import os
 import re
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union, overload
-from urllib.parse import urlsplit
+import ssl
+from urllib.parse import unquote, urlsplit
 
 from .batching import split_lines
 from .connection import Connection
@@ -43,11 +44,19 @@ def _window_column(row: List[str]) -> Optional[float]:
 
 
 def parse_url(url: str) -> Tuple[str, int]:
-    """(host, port) of "bloomd://host[:port]" (IPv6 hosts in brackets)."""
+    """(host, port) of "bloomd[s]://[:token@]host[:port]" (IPv6 hosts in brackets)."""
+    host, port, _, _ = parse_url_auth(url)
+    return host, port
+
+
+def parse_url_auth(url: str) -> Tuple[str, int, Optional[str], bool]:
+    """(host, port, token or None, tls) of "bloomd://[:token@]host[:port]"; bloomds://
+    is TLS. The token is the URL's password, percent-decoded."""
     parts = urlsplit(url)
-    if parts.scheme != "bloomd" or not parts.hostname:
-        raise ValueError("expected bloomd://host[:port], got %r" % (url,))
-    return parts.hostname, parts.port or DEFAULT_PORT
+    if parts.scheme not in ("bloomd", "bloomds") or not parts.hostname:
+        raise ValueError("expected bloomd[s]://[:token@]host[:port], got %r" % (url,))
+    token = unquote(parts.password) if parts.password else None
+    return parts.hostname, parts.port or DEFAULT_PORT, token, parts.scheme == "bloomds"
 
 
 def _value(text: str) -> Value:
@@ -101,19 +110,21 @@ class Client:
     re-made up to `retries` times with exponential backoff (from `backoff` to
     `max_backoff` seconds). `hash_keys`: "never" (invalid keys raise InvalidKey), "auto"
     (keys the protocol cannot carry or longer than `hash_threshold` bytes are sent as
-    their BLAKE2b-128 digest), "always" (every key is)."""
+    their BLAKE2b-128 digest), "always" (every key is). `token`: sent as AUTH on every
+    new connection. `ssl_context`: speak TLS (to the server's tls_port)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                  timeout: Optional[float] = 10.0, *, connect_timeout: Optional[float] = None,
                  pool_size: int = 8, retries: int = 5, backoff: float = 0.05,
                  max_backoff: float = 1.0, hash_keys: str = "never",
                  hash_threshold: int = 256, max_line: int = 64 << 10,
-                 pipeline_depth: int = 8) -> None:
+                 pipeline_depth: int = 8, token: Optional[str] = None,
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         if max_line < 512 or pipeline_depth < 1:
             raise ValueError("max_line must be >= 512 and pipeline_depth >= 1")
         self._transport = Transport(
             host, port, timeout, timeout if connect_timeout is None else connect_timeout,
-            pool_size, timeout, retries, backoff, max_backoff)
+            pool_size, timeout, retries, backoff, max_backoff, token, ssl_context)
         self._keys = KeyEncoder(hash_keys, hash_threshold)
         self._max_line = max_line
         # Room for one key after "CHECKADD <longest name> " and before "\r\n".
@@ -123,9 +134,15 @@ class Client:
 
     @classmethod
     def from_url(cls, url: Optional[str] = None, **options: Any) -> "Client":
-        """A client for "bloomd://host:port"; without a url, $BLOOMD_URL, else
+        """A client for "bloomd://[:token@]host:port" (bloomds:// for TLS, with the
+        system's CAs unless ssl_context= is given); without a url, $BLOOMD_URL, else
         bloomd://127.0.0.1:8673. Options are Client's keyword arguments."""
-        host, port = parse_url(url or os.environ.get("BLOOMD_URL") or DEFAULT_URL)
+        host, port, token, tls = parse_url_auth(url or os.environ.get("BLOOMD_URL")
+                                                or DEFAULT_URL)
+        if token is not None:
+            options.setdefault("token", token)
+        if tls and options.get("ssl_context") is None:
+            options["ssl_context"] = ssl.create_default_context()
         return cls(host, port, **options)
 
     # ---- plumbing ----

@@ -32,6 +32,10 @@ class UnknownCommand(ClientError):
     """ERROR: the server does not know the command (an older server, or a bug here)."""
 
 
+class AuthenticationError(ClientError):
+    """The server refused AUTH (wrong token, or none configured there). Not retried."""
+
+
 class ServerError(ServerReplyError):
     """SERVER_ERROR <why>: the server failed (out of memory, disk)."""
 

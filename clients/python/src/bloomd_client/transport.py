@@ -6,6 +6,7 @@ the caller says resending is harmless (everything but CHECKADD); a pipelined bat
 resumes from the first line whose reply was not read.
 """
 import random
+import ssl
 import time
 from typing import Callable, Iterator, List, Optional, TypeVar
 
@@ -28,15 +29,17 @@ class Transport:
     def __init__(self, host: str, port: int, timeout: Optional[float],
                  connect_timeout: Optional[float], pool_size: int,
                  pool_wait: Optional[float], retries: int, backoff: float,
-                 max_backoff: float) -> None:
+                 max_backoff: float, token: Optional[str] = None,
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         if retries < 0 or backoff < 0 or max_backoff < 0:
             raise ValueError("retries, backoff and max_backoff must be >= 0")
         self.address = ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
         self._retries = retries
         self._backoff = backoff
         self._max_backoff = max_backoff
-        self._pool = Pool(lambda: Connection(host, port, timeout, connect_timeout),
-                          pool_size, pool_wait)
+        # Every (re)connect authenticates again: AUTH is a connection's state.
+        self._pool = Pool(lambda: Connection(host, port, timeout, connect_timeout, token,
+                                             ssl_context), pool_size, pool_wait)
 
     def _delays(self) -> Iterator[float]:
         for attempt in range(self._retries):

@@ -1,0 +1,243 @@
+"""Token authentication (AUTH), protected mode and the HTTP bearer check (issue 17).
+
+Each daemon gets its token from a file (--auth-token-file) or BLOOMD_AUTH_TOKEN, never a
+flag. Before a good AUTH only AUTH, HELP, VERSION and QUIT run; a failed AUTH is answered
+late (about 250 ms) and the fifth closes the connection.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+from conftest import Client
+from httputil import free_port, http_daemon
+
+TOKEN = "s3cret token with spaces"
+
+# Every command, with arguments that would work after AUTH (f exists by then).
+GUARDED = ["CREATE g", "ADD f a", "CHECK f a", "CHECKADD f b", "UNION u f", "INTERSECT i f",
+           "INFO f", "LIST", "DROP f", "CLEAR f", "FLUSH", "STATS"]
+OPEN = ["HELP", "VERSION"]
+
+
+@pytest.fixture
+def token_file(tmp_path):
+    p = tmp_path / "token"
+    p.write_text(TOKEN + "\n")
+    p.chmod(0o600)
+    return p
+
+
+@pytest.fixture
+def authd(daemon_factory, token_file):
+    return daemon_factory(["--auth-token-file", str(token_file)])
+
+
+def authed(d):
+    c = d.client()
+    assert c.cmd("AUTH " + TOKEN) == "OK"
+    return c
+
+
+def reply_of(c, request):
+    """The first line of the reply; drains a multi-line block."""
+    c.send(request + "\r\n")
+    first = c.line()
+    if first.startswith(("STAT ", "FILTER ")) or request in ("HELP", "LIST"):
+        line = first
+        while line != "END":
+            line = c.line()
+    return first
+
+
+def test_every_command_refused_before_auth_and_allowed_after(authd):
+    with authed(authd) as c:
+        assert c.cmd("CREATE f") == "CREATED"
+    with authd.client() as c:
+        for req in GUARDED:
+            assert c.cmd(req) == "CLIENT_ERROR authentication required", req
+        for req in OPEN:
+            assert not reply_of(c, req).startswith("CLIENT_ERROR"), req
+        assert c.cmd("AUTH " + TOKEN) == "OK"
+        for req in GUARDED:
+            r = reply_of(c, req)
+            assert not r.startswith(("CLIENT_ERROR", "ERROR", "SERVER_ERROR")), (req, r)
+        c.send("QUIT\r\n")
+        assert c.read_until_closed() == b""
+    # Nothing ran before AUTH: g exists once (created after), f was dropped after.
+    with authed(authd) as c:
+        assert "g" in c.names()
+
+
+def test_refused_requests_do_not_run(authd):
+    with authd.client() as c:
+        assert c.cmd("CREATE nope") == "CLIENT_ERROR authentication required"
+        assert c.cmd("AUTH " + TOKEN) == "OK"
+        assert c.names() == []
+
+
+def test_pipelined_requests_before_auth_are_each_refused(authd):
+    with authd.client() as c:
+        c.send("CHECK f a\r\n" * 50 + "AUTH %s\r\nCREATE p\r\n" % TOKEN)
+        for _ in range(50):
+            assert c.line() == "CLIENT_ERROR authentication required"
+        assert c.line() == "OK"
+        assert c.line() == "CREATED"
+
+
+@pytest.mark.parametrize("attempt", ["AUTH wrong", "AUTH", "AUTH ", "AUTH " + TOKEN + " ",
+                                     "AUTH s3cret", "auth S3CRET TOKEN WITH SPACES"])
+def test_wrong_tokens_fail_slowly(authd, attempt):
+    with authd.client() as c:
+        t0 = time.monotonic()
+        assert c.cmd(attempt) == "CLIENT_ERROR invalid token"
+        assert time.monotonic() - t0 >= 0.2
+        assert c.cmd("LIST") == "CLIENT_ERROR authentication required"
+        assert c.cmd("AUTH " + TOKEN) == "OK"
+    assert "AUTH failed" in authd.log() and "127.0.0.1:" in authd.log()
+
+
+def test_requests_behind_a_failed_auth_wait_for_its_reply(authd):
+    with authd.client() as c:
+        c.send("AUTH bad\r\nAUTH %s\r\nCREATE w\r\n" % TOKEN)
+        assert c.line() == "CLIENT_ERROR invalid token"
+        assert c.line() == "OK"
+        assert c.line() == "CREATED"
+
+
+def test_five_failures_close_the_connection(authd):
+    with authd.client() as c:
+        for i in range(4):
+            assert c.cmd("AUTH guess%d" % i) == "CLIENT_ERROR invalid token"
+        c.send("AUTH guess4\r\nAUTH %s\r\n" % TOKEN)
+        rest = c.read_until_closed()
+        assert rest == b"CLIENT_ERROR invalid token; too many failures, closing\r\n"
+    with authed(authd):
+        pass
+
+
+def test_one_mib_token_line(authd):
+    with authd.client() as c:
+        c.send("AUTH " + "x" * (1 << 20) + "\r\n")
+        out = c.read_until_closed()
+        assert out.startswith(b"CLIENT_ERROR line too long"), out[:100]
+    with authed(authd) as c:
+        assert c.cmd("VERSION").startswith("VERSION")
+
+
+def test_token_from_environment(daemon_factory):
+    d = daemon_factory(env={"BLOOMD_AUTH_TOKEN": "envtok"})
+    with d.client() as c:
+        assert c.cmd("LIST") == "CLIENT_ERROR authentication required"
+        assert c.cmd("AUTH envtok") == "OK"
+
+
+def test_token_is_never_a_flag(daemon_factory, tmp_path):
+    from conftest import BLOOMD_BIN
+    r = subprocess.run([BLOOMD_BIN, "--data-dir", str(tmp_path / "d"), "--auth-token", "x"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "cannot be a flag" in r.stderr
+    help_text = subprocess.run([BLOOMD_BIN, "--help"], capture_output=True, text=True).stdout
+    assert "--auth-token-file" in help_text and "--auth-token " not in help_text
+
+
+@pytest.mark.parametrize("content", ["", "\n", "a\nb\n"])
+def test_bad_token_file_stops_start_up(tmp_path, content):
+    from conftest import BLOOMD_BIN
+    p = tmp_path / "tok"
+    p.write_text(content)
+    r = subprocess.run([BLOOMD_BIN, "--data-dir", str(tmp_path / "d"), "--auth-token-file",
+                        str(p)], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "auth token file" in r.stderr, r.stderr
+
+
+def test_auth_without_a_configured_token(bloomd):
+    with bloomd.client() as c:
+        assert c.cmd("AUTH x") == "CLIENT_ERROR no auth_token is configured"
+        assert c.cmd("LIST") == "END"
+
+
+def test_memcached_listener_refused_with_a_token(daemon_factory, token_file):
+    port = free_port()
+    d = daemon_factory(["--auth-token-file", str(token_file), "--memcache-port", str(port)])
+    deadline = time.monotonic() + 10
+    while "memcached protocol" not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with Client("127.0.0.1", port) as c:
+        r = c.cmd("get default:a")
+        assert r.startswith("CLIENT_ERROR authentication required"), r
+
+
+def _get(port, path, token=None):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    if token is not None:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+@pytest.mark.parametrize("metrics_auth", [False, True])
+def test_http_bearer(daemon_factory, token_file, metrics_auth):
+    args = ["--auth-token-file", str(token_file)]
+    if metrics_auth:
+        args += ["--http-auth-metrics", "yes"]
+    d, port = http_daemon(daemon_factory, args)
+    for path in ("/api/filters", "/"):
+        assert _get(port, path) == 401
+        assert _get(port, path, "nope") == 401
+        assert _get(port, path, TOKEN) == 200
+    for path in ("/metrics", "/healthz", "/readyz"):
+        assert _get(port, path) == (401 if metrics_auth else 200)
+        assert _get(port, path, TOKEN) == 200
+
+
+# ---- protected mode ----
+
+def _non_loopback_ipv4():
+    """An IPv4 address of this machine that is not loopback, or None."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
+        addr = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if addr.startswith("127.") else addr
+
+
+def test_protected_mode_allows_loopback(daemon_factory):
+    d = daemon_factory(["--bind", "0.0.0.0"])
+    assert "protected mode" in d.log()
+    with Client("127.0.0.1", d.port) as c:
+        assert c.cmd("LIST") == "END"
+
+
+def test_protected_mode_refuses_a_non_loopback_peer(daemon_factory, token_file):
+    addr = _non_loopback_ipv4()
+    if addr is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to connect from")
+    d = daemon_factory(["--bind", "0.0.0.0"])
+    with Client(addr, d.port) as c:
+        out = c.read_until_closed()
+    assert out == b"SERVER_ERROR protected mode: set auth_token or protected_mode no\r\n"
+    assert d.alive()
+    # Turned off, or with a token, the same peer is served.
+    off = daemon_factory(["--bind", "0.0.0.0", "--protected-mode", "no"])
+    assert "protected mode:" not in off.log()
+    with Client(addr, off.port) as c:
+        assert c.cmd("LIST") == "END"
+    tok = daemon_factory(["--bind", "0.0.0.0", "--auth-token-file", str(token_file)])
+    with Client(addr, tok.port) as c:
+        assert c.cmd("LIST") == "CLIENT_ERROR authentication required"
+        assert c.cmd("AUTH " + TOKEN) == "OK"

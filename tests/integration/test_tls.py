@@ -1,0 +1,235 @@
+"""The TLS listener (--tls-port): handshake and commands from Python's ssl with a CA the
+test makes with openssl, client certificates, wrong-protocol bytes on either port, an
+expired certificate, and SIGHUP reloading a new certificate.
+"""
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from httputil import free_port
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl(1)")
+
+
+def _run(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+class CA:
+    """A throwaway CA that signs server and client certificates for 127.0.0.1."""
+
+    def __init__(self, d):
+        self.d = d
+        self.key, self.cert = d / "ca.key", d / "ca.pem"
+        _run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(self.key),
+             "-out", str(self.cert), "-days", "2", "-subj", "/CN=bloomd test CA")
+
+    def issue(self, name, days=2, server=True, expired=False):
+        key, csr, crt = (self.d / (name + s) for s in (".key", ".csr", ".pem"))
+        ext = self.d / (name + ".ext")
+        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n" if server else
+                       "extendedKeyUsage=clientAuth\n")
+        _run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+             "-subj", "/CN=" + name)
+        sign = ["x509", "-req", "-in", str(csr), "-CA", str(self.cert), "-CAkey",
+                str(self.key), "-CAcreateserial", "-out", str(crt), "-extfile", str(ext)]
+        if expired:
+            # Valid yesterday only: openssl x509 cannot backdate, so -not_before/-not_after
+            # (OpenSSL 3) or a negative -days; fall back to a 1-second certificate.
+            try:
+                _run(*sign, "-not_before", "20200101000000Z", "-not_after", "20200102000000Z")
+            except subprocess.CalledProcessError:
+                _run(*sign, "-days", "-1")
+        else:
+            _run(*sign, "-days", str(days))
+        return crt, key
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    return CA(tmp_path_factory.mktemp("ca"))
+
+
+def tls_daemon(daemon_factory, crt, key, ca_file=None):
+    port = free_port()
+    args = ["--tls-port", str(port), "--tls-cert-file", str(crt), "--tls-key-file", str(key)]
+    if ca_file:
+        args += ["--tls-ca-file", str(ca_file)]
+    d = daemon_factory(args)
+    deadline = time.monotonic() + 10
+    while ":%d (bloomd" % port not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return d, port
+
+
+def context(ca, cert=None):
+    ctx = ssl.create_default_context(cafile=str(ca.cert))
+    if cert:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    return ctx
+
+
+class TLSClient:
+    def __init__(self, port, ctx, timeout=10):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        self.buf = b""
+
+    def cmd(self, line):
+        self.sock.sendall(line.encode() + b"\r\n")
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        out, _, self.buf = self.buf.partition(b"\r\n")
+        return out.decode()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_handshake_and_commands(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    c = TLSClient(port, context(ca))
+    assert c.sock.version() in ("TLSv1.2", "TLSv1.3")
+    assert c.cmd("CREATE t") == "CREATED"
+    keys = " ".join("k%d" % i for i in range(100))
+    assert c.cmd("CHECKADD t " + keys) == " ".join(["0"] * 100)
+    assert c.cmd("CHECK t " + keys) == " ".join(["1"] * 100)
+    c.close()
+    # The plain port serves the same filters side by side.
+    with d.client() as p:
+        assert p.cmd("CHECK t k1") == "1"
+    assert d.alive()
+
+
+def test_pipelined_burst_over_tls(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    c = TLSClient(port, context(ca))
+    assert c.cmd("CREATE t") == "CREATED"
+    keys = " ".join("k%d" % i for i in range(100))
+    n = 3000
+    c.sock.sendall(("CHECKADD t " + keys + "\r\n").encode() * n)
+    want = len(keys.split())
+    got = 0
+    while got < n:
+        while b"\r\n" not in c.buf:
+            c.buf += c.sock.recv(1 << 16)
+        line, _, c.buf = c.buf.partition(b"\r\n")
+        assert len(line.split()) == want
+        got += 1
+    assert c.cmd("VERSION").startswith("VERSION")
+    c.close()
+    assert d.alive()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_tls_1_1_refused(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    ctx = context(ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+    with pytest.raises((ssl.SSLError, OSError)):
+        TLSClient(port, ctx)
+    assert d.alive()
+
+
+def test_client_certificate_required(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"), ca_file=ca.cert)
+    good = TLSClient(port, context(ca, ca.issue("client", server=False)))
+    assert good.cmd("LIST") == "END"
+    good.close()
+    with pytest.raises((ssl.SSLError, OSError)):
+        c = TLSClient(port, context(ca))
+        c.cmd("LIST")  # TLS 1.3: the refusal arrives with the first read
+    assert d.alive()
+    assert "TLS handshake with" in d.log() or "certificate" in d.log()
+
+
+def test_plaintext_to_tls_port(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"LIST\r\n")
+        data = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except ConnectionResetError:
+            pass
+    assert b"END" not in data
+    assert "TLS handshake with 127.0.0.1" in d.log()
+    with d.client() as p:
+        assert p.cmd("LIST") == "END"
+
+
+def test_tls_to_plain_port(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    with pytest.raises((ssl.SSLError, OSError)):
+        TLSClient(d.port, context(ca), timeout=5)
+    assert "TLS handshake on the plain port" in d.log()
+    with d.client() as p:
+        assert p.cmd("LIST") == "END"
+
+
+def test_expired_certificate(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("old", expired=True))
+    assert "has expired" in d.log()
+    with pytest.raises(ssl.SSLCertVerificationError):
+        TLSClient(port, context(ca))
+    assert d.alive()
+
+
+def test_sighup_reloads_the_certificate(daemon_factory, ca, tmp_path):
+    crt, key = ca.issue("first")
+    live_crt, live_key = tmp_path / "live.pem", tmp_path / "live.key"
+    shutil.copy(crt, live_crt)
+    shutil.copy(key, live_key)
+    d, port = tls_daemon(daemon_factory, live_crt, live_key)
+    c = TLSClient(port, context(ca))
+    assert c.sock.getpeercert()["subject"] == ((("commonName", "first"),),)
+    new_crt, new_key = ca.issue("second")
+    shutil.copy(new_crt, live_crt)
+    shutil.copy(new_key, live_key)
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "TLS certificate reloaded" not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    c2 = TLSClient(port, context(ca))
+    assert c2.sock.getpeercert()["subject"] == ((("commonName", "second"),),)
+    assert c.cmd("LIST") == "END"  # the old connection lives on
+    # A broken file keeps the old certificate.
+    live_key.write_text("garbage")
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "not reloaded" not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    c3 = TLSClient(port, context(ca))
+    assert c3.cmd("LIST") == "END"
+    for x in (c, c2, c3):
+        x.close()
+
+
+def test_tls_with_auth(daemon_factory, ca, tmp_path):
+    tok = tmp_path / "tok"
+    tok.write_text("tlstoken\n")
+    crt, key = ca.issue("server")
+    port = free_port()
+    d = daemon_factory(["--tls-port", str(port), "--tls-cert-file", str(crt), "--tls-key-file",
+                        str(key), "--auth-token-file", str(tok)])
+    deadline = time.monotonic() + 10
+    while ":%d (bloomd" % port not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    c = TLSClient(port, context(ca))
+    assert c.cmd("LIST") == "CLIENT_ERROR authentication required"
+    assert c.cmd("AUTH tlstoken") == "OK"
+    assert c.cmd("LIST") == "END"
+    c.close()
