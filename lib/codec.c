@@ -87,7 +87,6 @@ uint32_t sbf_stage_count(const struct sbf *f)
     return atomic_load_explicit(&f->nstages, memory_order_acquire);
 }
 
-
 uint64_t sbf_encoded_size_stages(const struct sbf *f, uint32_t n)
 {
     uint32_t have = sbf_stage_count(f);
@@ -417,8 +416,8 @@ static int read_runs(struct reader *r, struct sbf_stage *s, unsigned char *buf)
 }
 
 /* sbf_decode, reading only the fixed-size v2 stream when fixed_only (the window kind's). */
-static int decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
-                  const struct sbf_budget *budget, bool fixed_only, struct sbf **out)
+static int decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
+                  bool fixed_only, struct sbf **out)
 {
     struct reader r = {.read = read, .ctx = ctx};
     XXH3_64bits_reset(&r.hash);

@@ -15,6 +15,10 @@
 #define CONFIG_PATH_MAX 1024
 #define CONFIG_MAX_TEMPLATES 32
 #define CONFIG_TEMPLATE_OPTIONS 512
+/* The config file: a regular file of at most CONFIG_FILE_MAX bytes, no NUL, and lines of
+ * at most CONFIG_LINE_MAX bytes (what the INI reader holds; it would cut a longer one). */
+#define CONFIG_FILE_MAX ((size_t)1 << 20)
+#define CONFIG_LINE_MAX 199
 
 /*
  * A filter template, from an INI section [filter <pattern>]: filters created on first
@@ -49,6 +53,8 @@ struct config {
     unsigned memcache_port;            /* memcached-protocol listener, 0 = off */
     char memcache_default_filter[129]; /* filter of memcached keys without "<filter>:" */
     int memcache_flush_all;            /* 1: memcached flush_all clears every filter */
+    int allow_readonly_data_dir;       /* 1: start on a data dir we cannot write (warned) */
+    char warnings[512];                /* what config_load found suspect, for the log; "" */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
     size_t ntemplates;
 };

@@ -19,6 +19,13 @@
 #include "server/log.h"
 #include "server/ping.h"
 #include "server/server.h"
+#include "server/snapfile.h"
+
+/* snapfile's rare notices (a vanished data directory recreated), from the job thread. */
+static void on_snapfile_notice(const char *msg)
+{
+    log_msg(LOG_ERROR, "snapshot: %s", msg);
+}
 
 /*
  * The share of the memory limit that max_memory 0 gives to filters. The rest is for what
@@ -104,13 +111,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "bloomd: log_file %s: %s\n", cfg.log_file, strerror(errno));
         return 2;
     }
-    /* Before anything reads or writes snapshots: the directory is ours, and writable. */
+    if (cfg.warnings[0] != '\0')
+        log_msg(LOG_WARN, "config: %s", cfg.warnings);
+    /* Before anything reads or writes snapshots: the directory is ours, and writable (or,
+     * with allow_readonly_data_dir, readable: then every snapshot fails, loudly). */
     struct datadir dd;
-    if (datadir_open(&dd, cfg.data_dir, err, sizeof(err)) != DATADIR_OK) {
-        log_msg(LOG_ERROR, "%s", err);
+    err[0] = '\0';
+    if (datadir_open(&dd, cfg.data_dir, cfg.allow_readonly_data_dir != 0, err, sizeof(err)) !=
+        DATADIR_OK) {
+        log_msg(LOG_ERROR, "%s%s", err,
+                strstr(err, "not writable") != NULL
+                    ? "; or start with --allow-readonly-data-dir to serve without persistence"
+                    : "");
         log_close();
         return 2;
     }
+    if (dd.readonly)
+        log_msg(LOG_WARN,
+                "%s; allow_readonly_data_dir is set: serving what it holds WITHOUT persistence: "
+                "every snapshot, FLUSH and the save at shutdown will fail until it is writable",
+                err);
+    snapfile_set_notice(on_snapfile_notice);
     size_memory(&cfg);
     struct server srv;
     int rc = server_init(&srv, &cfg);

@@ -59,6 +59,17 @@ static void on_report(void *ctx, enum snapfile_event ev, const char *file, const
     case SNAPFILE_EV_KEPT_BAD:
         log_msg(LOG_ERROR, "snapshot: %s is damaged (%s); not loaded", file, reason);
         break;
+    case SNAPFILE_EV_SET_ASIDE:
+        log_event(LOG_ERROR, (struct log_field[]){LOG_STR("path", file), LOG_STR("error", reason)},
+                  2, "snapshot: %s not loaded (%s); moved aside to %s", file, reason, moved_to);
+        break;
+    case SNAPFILE_EV_KEPT_UNLOADED:
+        log_msg(LOG_ERROR, "snapshot: %s not loaded (%s)", file, reason);
+        break;
+    case SNAPFILE_EV_TMP_KEPT:
+        log_msg(LOG_WARN, "snapshot: stale %s (an interrupted snapshot) left in place: %s", file,
+                reason);
+        break;
     case SNAPFILE_EV_IGNORED:
         log_msg(LOG_WARN, "snapshot: ignoring %s: %s", file, reason);
         break;

@@ -644,8 +644,8 @@ static void test_v3_not_canonical(void **state)
     struct sbf *f = filled(1000000, SBF_GROWTH_EXPONENTIAL, 8, 0);
     struct out o = encode(f); /* header, 1 stage, one zero run of every chunk, checksum */
     size_t run = 52 + 28;
-    uint64_t chunks = o.data[run + 1] | (uint64_t)o.data[run + 2] << 8 |
-                      (uint64_t)o.data[run + 3] << 16;
+    uint64_t chunks =
+        o.data[run + 1] | (uint64_t)o.data[run + 2] << 8 | (uint64_t)o.data[run + 3] << 16;
     struct sbf *g = NULL;
     struct out bad = {0};
     /* Two zero runs where one would do. */
@@ -707,11 +707,16 @@ static void test_v3_not_canonical(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),           cmocka_unit_test(test_every_corruption),
-        cmocka_unit_test(test_every_truncation),     cmocka_unit_test(test_version_and_limits),
-        cmocka_unit_test(test_callback_failures),    cmocka_unit_test(test_hostile_headers),
-        cmocka_unit_test(test_encode_beside_writer), cmocka_unit_test(test_verify_detects),
-        cmocka_unit_test(test_v3_sizes),             cmocka_unit_test(test_v3_not_canonical),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_every_corruption),
+        cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_version_and_limits),
+        cmocka_unit_test(test_callback_failures),
+        cmocka_unit_test(test_hostile_headers),
+        cmocka_unit_test(test_encode_beside_writer),
+        cmocka_unit_test(test_verify_detects),
+        cmocka_unit_test(test_v3_sizes),
+        cmocka_unit_test(test_v3_not_canonical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
