@@ -517,9 +517,19 @@ static int load_env(struct config *c, char *err, size_t errlen)
     return CONFIG_OK;
 }
 
+static bool is_bool_word(const char *v)
+{
+    static const char *const words[] = {"yes", "true", "on", "1", "no", "false", "off", "0"};
+    for (size_t i = 0; v != NULL && i < 8; i++)
+        if (strcasecmp(v, words[i]) == 0)
+            return true;
+    return false;
+}
+
 /*
  * Splits argv[*i] ("--name=value" or "--name value") into name and value. Returns false
- * if it is not a long option. The name is copied into name (truncated to fit).
+ * if it is not a long option. The name is copied into name (truncated to fit). A yes/no
+ * option takes the next argument only if it is a yes/no word: alone it means yes.
  */
 static bool split_flag(int argc, char **argv, int *i, char *name, size_t namelen,
                        const char **value)
@@ -534,8 +544,11 @@ static bool split_flag(int argc, char **argv, int *i, char *name, size_t namelen
         n = namelen - 1;
     memcpy(name, a, n);
     name[n] = '\0';
+    const struct opt_def *o = opt_find(name);
     if (eq != NULL)
         *value = eq + 1;
+    else if (o != NULL && o->kind == OPT_BOOL && (*i + 1 >= argc || !is_bool_word(argv[*i + 1])))
+        *value = "yes"; /* a yes/no flag alone means yes: --allow-readonly-data-dir --port 1 */
     else if (*i + 1 < argc)
         *value = argv[++*i];
     else

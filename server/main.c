@@ -7,9 +7,11 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,13 +20,27 @@
 #include "server/datadir.h"
 #include "server/log.h"
 #include "server/ping.h"
+#include "server/registry.h"
 #include "server/server.h"
 #include "server/snapfile.h"
 
-/* snapfile's rare notices (a vanished data directory recreated), from the job thread. */
-static void on_snapfile_notice(const char *msg)
+/* The data directory vanished and snapfile created it again (on the job thread): every
+ * file is gone, so every filter counts as unsaved and the next snapshots rewrite them. */
+static void on_dir_recreated(void *ctx, const char *msg)
 {
+    struct server *srv = ctx;
     log_msg(LOG_ERROR, "snapshot: %s", msg);
+    struct filter **all;
+    size_t n;
+    if (registry_collect(srv->reg, "", 0, &all, &n) != REGISTRY_OK) {
+        log_msg(LOG_ERROR, "snapshot: out of memory marking filters unsaved");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        atomic_fetch_add_explicit(&all[i]->changes, 1, memory_order_acq_rel);
+        filter_unref(all[i]);
+    }
+    free(all);
 }
 
 /*
@@ -131,10 +147,10 @@ int main(int argc, char **argv)
                 "%s; allow_readonly_data_dir is set: serving what it holds WITHOUT persistence: "
                 "every snapshot, FLUSH and the save at shutdown will fail until it is writable",
                 err);
-    snapfile_set_notice(on_snapfile_notice);
     size_memory(&cfg);
     struct server srv;
     int rc = server_init(&srv, &cfg);
+    snapfile_set_on_dir_recreated(on_dir_recreated, &srv);
     if (rc == SERVER_OK)
         rc = server_run(&srv);
     else

@@ -108,11 +108,13 @@ static int fail_sys(struct snapfile_error *err, enum snapfile_step step, int sys
     return fail(err, SNAPFILE_ESYS, step, sys, 0, file);
 }
 
-static void (*notice_fn)(const char *msg);
+static void (*recreated_fn)(void *ctx, const char *msg);
+static void *recreated_ctx;
 
-void snapfile_set_notice(void (*fn)(const char *msg))
+void snapfile_set_on_dir_recreated(void (*fn)(void *ctx, const char *msg), void *ctx)
 {
-    notice_fn = fn;
+    recreated_fn = fn;
+    recreated_ctx = ctx;
 }
 
 /* mkdir -p of dir (mode 0755). Returns 0 or -1 with errno set. */
@@ -258,16 +260,12 @@ int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops
         if (make_dirs(dir) == 0) {
             snprintf(msg, sizeof msg,
                      "data directory %s had vanished (deleted while bloomd ran?): created it "
-                     "again; snapshots of filters not saved since are lost, and its LOCK is "
-                     "gone: make sure no second bloomd uses it",
+                     "again; every filter is written anew at the next snapshot, and its LOCK "
+                     "is gone: make sure no second bloomd uses it",
                      dir);
-        } else {
-            snprintf(msg, sizeof msg, "data directory %s has vanished and cannot be created: %s",
-                     dir, strerror(errno));
-            errno = ENOENT;
+            if (recreated_fn)
+                recreated_fn(recreated_ctx, msg);
         }
-        if (notice_fn)
-            notice_fn(msg);
     }
     if (dirfd < 0)
         dirfd = open_dir(dir, err);

@@ -66,11 +66,12 @@ struct snapfile_error {
 const char *snapfile_format(const struct snapfile_error *e, char *buf, size_t len);
 
 /*
- * Where the rare events of a running daemon go that are no failure (today one: the data
- * directory had vanished and snapfile_write created it again). fn may be NULL (the
- * default: silent). Set once at start-up, before any other call.
+ * Called by snapfile_write, on its thread, after it found the data directory gone
+ * (deleted while the daemon ran) and created it again: msg says so for the log. Every
+ * snapshot the directory held is gone with it, so the callee should count every filter as
+ * unsaved. fn may be NULL (the default). Set once at start-up, before any other call.
  */
-void snapfile_set_notice(void (*fn)(const char *msg));
+void snapfile_set_on_dir_recreated(void (*fn)(void *ctx, const char *msg), void *ctx);
 
 /* proto_name_valid() for a NUL-terminated name: the only names used as file names. */
 bool snapfile_name_valid(const char *name);
