@@ -575,7 +575,7 @@ static int config_check_template(struct config_template *t, char *why, size_t le
 {
     char line[CONFIG_TEMPLATE_OPTIONS + 32];
     int n = snprintf(line, sizeof line, "CREATE t %s\n", t->options);
-    struct proto_request req;
+    struct proto_request req = {0}; /* kind stays {NULL, 0} when not given */
     size_t used;
     int st = proto_parse(line, (size_t)n, NULL, &req, &used);
     if (st == PROTO_OK && req.create.kind.len >= sizeof t->kind) {
@@ -584,7 +584,8 @@ static int config_check_template(struct config_template *t, char *why, size_t le
     }
     if (st == PROTO_OK) {
         t->create = req.create;
-        memcpy(t->kind, req.create.kind.ptr, req.create.kind.len);
+        if (req.create.kind.len > 0) /* memcpy from NULL is undefined, even of 0 bytes */
+            memcpy(t->kind, req.create.kind.ptr, req.create.kind.len);
         t->kind[req.create.kind.len] = '\0';
         t->create.kind = (struct proto_slice){NULL, 0};
         return 0;
