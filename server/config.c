@@ -433,7 +433,7 @@ static char *read_file(const char *path, char *err, size_t errlen)
             line++;
             start = i + 1;
         } else if (i - start >= CONFIG_LINE_MAX && buf[i] != '\r')
-            why = "has a line longer than " CONFIG_STR(CONFIG_LINE_MAX) " bytes";
+            why = "is longer than " CONFIG_STR(CONFIG_LINE_MAX) " bytes";
     }
     if (why != NULL) {
         snprintf(err, errlen, "config: '%s' line %zu %s", path, line, why);

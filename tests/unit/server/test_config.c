@@ -270,7 +270,7 @@ static void test_refused_files(void **state)
         {"[bloomd]\nport = 1\nport = 2\n", "duplicate key 'port'"},
         {"port = 1\n[bloomd]\nport = 2\n", "duplicate key 'port'"}, /* same namespace */
         {"[filter a*]\ncapacity = 1\ncapacity = 2\n", "duplicate key 'capacity'"},
-        {NULL, "line 2 has a line longer than 199 bytes"},
+        {NULL, "line 2 is longer than 199 bytes"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         write_file(path, cases[i][0] != NULL ? cases[i][0] : long_line);
