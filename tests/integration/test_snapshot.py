@@ -269,7 +269,7 @@ def test_sigterm_with_flush_and_drop_pending(daemon_factory):
 def damaged(good: bytes) -> Dict[str, bytes]:
     rng = random.Random(5)
     header, body = bytearray(good), bytearray(good)
-    header[9] ^= 0x10
+    header[17] ^= 0x10  # the journal position; a version byte would read as a newer format
     body[len(body) // 2] ^= 0x01
     return {
         "flip-header": bytes(header),
