@@ -143,8 +143,8 @@ static bool load_words(const struct sbf_stage *s, uint64_t at, unsigned char *bu
     return any != 0;
 }
 
-/* Bytes of a buffer for the headers and the chunks of stages of at most nblocks blocks
- * (stages grow: the last is the largest), so small filters take a small buffer. */
+/* Bytes of a buffer for the headers and the chunks of stages of at most nblocks blocks,
+ * so small filters take a small buffer. */
 static size_t buf_bytes(uint64_t nblocks)
 {
     size_t head = HEADER_BYTES + (size_t)STAGE_BYTES * SBF_MAX_STAGES;
@@ -231,7 +231,10 @@ static int encode_version(const struct sbf *f, uint32_t n, uint32_t version, sbf
     uint32_t have = sbf_stage_count(f);
     if (n > have)
         n = have;
-    unsigned char *buf = malloc(buf_bytes(f->stages[n > 0 ? n - 1 : 0].nblocks));
+    uint64_t largest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        largest = f->stages[i].nblocks > largest ? f->stages[i].nblocks : largest;
+    unsigned char *buf = malloc(buf_bytes(largest));
     if (!buf)
         return SBF_ENOMEM;
     struct writer w = {.write = write, .ctx = ctx};
