@@ -1,11 +1,19 @@
 /*
  * codec.c - the on-disk/over-the-wire format of a filter, streamed through callbacks.
- * Format v2, every integer little-endian, doubles as their IEEE-754 binary64 bits:
- *   header  "BLOOMSBF" u32 version=2, u32 nstages, u64 capacity, f64 error, u32 growth,
+ * Every integer little-endian, doubles as their IEEE-754 binary64 bits:
+ *   header  "BLOOMSBF" u32 version, u32 nstages, u64 capacity, f64 error, u32 growth,
  *           f64 scale, f64 ratio                                              (52 bytes)
  *   stages  nstages x { u64 capacity, u64 items, u64 nblocks, u32 k }         (28 bytes each)
- *   bits    each stage's nblocks*8 words, in stage order
- *   u64 XXH3-64 of every byte before it, then end of input.
+ *   bits    v2: each stage's nblocks*8 words, in stage order (fixed size: the window kind
+ *           writes this, since it states each stream's length before the stream).
+ *           v3 (sbf_encode): each stage cut into 4 KiB chunks (the last one shorter), as
+ *           runs: u8 type, u64 count; type 0 = count all-zero chunks, no bytes; type 1 =
+ *           count (1..16) raw chunks, their words follow. Canonical, and refused otherwise:
+ *           no zero run after a zero run, no raw run after a raw run of fewer than 16, no
+ *           all-zero raw chunk, runs never cross a stage's end.
+ *   u64 XXH3-64 of every byte before it (as written, runs included), then end of input.
+ * Workload: mostly empty filters of hundreds of MiB; loading stores only non-zero 64-byte
+ * blocks into the fresh (zeroed, lazily mapped) stage memory, so zero pages stay untouched.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +25,18 @@
 #include "lib/sbf_internal.h"
 
 /* The version names the stage geometry rule too, since the loader recomputes and compares
- * it: v1 sized stages with the textbook per-block rate, v2 with the exact one. */
-#define CODEC_VERSION 2u
+ * it: v1 sized stages with the textbook per-block rate, v2 with the exact one; v3 is v2's
+ * geometry with zero runs. */
+#define CODEC_VERSION 3u
+#define CODEC_VERSION_FIXED 2u
 #define HEADER_BYTES 52u
 #define STAGE_BYTES 28u
 #define CHUNK_BYTES ((size_t)64 * 1024) /* bits move in chunks of this size */
+#define RUN_CHUNK ((size_t)4096)        /* v3: one page of bits per chunk */
+#define RUN_MAX_RAW 16u                 /* v3: raw chunks per run (fills CHUNK_BYTES) */
+#define RUN_BYTES 9u                    /* v3: u8 type + u64 count */
+#define RUN_ZERO 0u
+#define RUN_RAW 1u
 
 static const unsigned char codec_magic[8] = {'B', 'L', 'O', 'O', 'M', 'S', 'B', 'F'};
 
@@ -72,11 +87,6 @@ uint32_t sbf_stage_count(const struct sbf *f)
     return atomic_load_explicit(&f->nstages, memory_order_acquire);
 }
 
-uint64_t sbf_encoded_size(const struct sbf *f)
-{
-    return sbf_encoded_size_stages(f, sbf_stage_count(f));
-}
-
 uint64_t sbf_encoded_size_stages(const struct sbf *f, uint32_t n)
 {
     uint32_t have = sbf_stage_count(f);
@@ -121,26 +131,36 @@ static int emit(struct writer *w, const void *buf, size_t len)
     return w->write(w->ctx, buf, len) == 0 ? SBF_OK : SBF_EIO;
 }
 
-int sbf_encode(const struct sbf *f, sbf_write_fn write, void *ctx)
+/* Copies words [at, at + len/8) of s into buf, little-endian; true if any is non-zero. */
+static bool load_words(const struct sbf_stage *s, uint64_t at, unsigned char *buf, size_t len)
 {
-    return sbf_encode_stages(f, sbf_stage_count(f), write, ctx);
+    uint64_t any = 0;
+    for (size_t off = 0; off < len; off += 8, at++) {
+        uint64_t v = atomic_load_explicit(&s->bits[at], memory_order_relaxed);
+        any |= v;
+        put_u64(buf + off, v);
+    }
+    return any != 0;
 }
 
-int sbf_encode_stages(const struct sbf *f, uint32_t n, sbf_write_fn write, void *ctx)
+/* Bytes of a buffer for the headers and the chunks of stages of at most nblocks blocks,
+ * so small filters take a small buffer. */
+static size_t buf_bytes(uint64_t nblocks)
 {
-    uint32_t have = sbf_stage_count(f);
-    if (n > have)
-        n = have;
-    const struct sbf_params *p = &f->params;
-    unsigned char *buf = malloc(CHUNK_BYTES);
-    if (!buf)
-        return SBF_ENOMEM;
-    struct writer w = {.write = write, .ctx = ctx};
-    XXH3_64bits_reset(&w.hash);
+    size_t head = HEADER_BYTES + (size_t)STAGE_BYTES * SBF_MAX_STAGES;
+    if (nblocks >= CHUNK_BYTES / BLOOM_BLOCK_BYTES)
+        return CHUNK_BYTES;
+    size_t bits = (size_t)nblocks * BLOOM_BLOCK_BYTES;
+    return bits > head ? bits : head;
+}
 
+/* Header and stage records of the first n stages, as version, into buf. */
+static size_t put_header(const struct sbf *f, uint32_t n, uint32_t version, unsigned char *buf)
+{
+    const struct sbf_params *p = &f->params;
     unsigned char *q = buf;
     memcpy(q, codec_magic, sizeof(codec_magic));
-    put_u32(q + 8, CODEC_VERSION);
+    put_u32(q + 8, version);
     put_u32(q + 12, n);
     put_u64(q + 16, p->capacity);
     put_u64(q + 24, f64_bits(p->error));
@@ -155,15 +175,83 @@ int sbf_encode_stages(const struct sbf *f, uint32_t n, sbf_write_fn write, void 
         put_u64(q + 16, s->nblocks);
         put_u32(q + 24, s->k);
     }
-    int rc = emit(&w, buf, (size_t)(q - buf)); /* 52 + 64*28 bytes fit in one chunk */
+    return (size_t)(q - buf); /* 52 + 64*28 bytes fit in one chunk */
+}
+
+static int emit_run(struct writer *w, unsigned type, uint64_t count)
+{
+    unsigned char r[RUN_BYTES];
+    r[0] = (unsigned char)type;
+    put_u64(r + 1, count);
+    return emit(w, r, sizeof(r));
+}
+
+/* One stage as v3 runs. A chunk is judged on the copy that is written, so a writer setting
+ * bits meanwhile cannot make the stream disagree with itself. */
+static int encode_runs(struct writer *w, const struct sbf_stage *s, unsigned char *buf)
+{
+    uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS, zeros = 0;
+    size_t raw = 0, len = 0; /* raw chunks waiting in buf, and their bytes */
+    int rc = SBF_OK;
+    for (uint64_t at = 0; at < words && rc == SBF_OK;) {
+        size_t n = words - at < RUN_CHUNK / 8 ? (size_t)(words - at) * 8 : RUN_CHUNK;
+        bool set = load_words(s, at, buf + len, n);
+        at += n / 8;
+        if (!set) {
+            if (raw > 0)
+                rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? emit(w, buf, len) : SBF_EIO;
+            raw = len = 0;
+            zeros++;
+            continue;
+        }
+        if (zeros > 0) {
+            rc = emit_run(w, RUN_ZERO, zeros);
+            zeros = 0;
+            if (rc != SBF_OK)
+                break;
+        }
+        raw++;
+        len += n;
+        if (raw == RUN_MAX_RAW) {
+            rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? emit(w, buf, len) : SBF_EIO;
+            raw = len = 0;
+        }
+    }
+    if (rc == SBF_OK && zeros > 0)
+        rc = emit_run(w, RUN_ZERO, zeros);
+    if (rc == SBF_OK && raw > 0)
+        rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? emit(w, buf, len) : SBF_EIO;
+    return rc;
+}
+
+/* The first n stages in version (v2 fixed size, or v3 runs). */
+static int encode_version(const struct sbf *f, uint32_t n, uint32_t version, sbf_write_fn write,
+                          void *ctx)
+{
+    uint32_t have = sbf_stage_count(f);
+    if (n > have)
+        n = have;
+    uint64_t largest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        largest = f->stages[i].nblocks > largest ? f->stages[i].nblocks : largest;
+    unsigned char *buf = malloc(buf_bytes(largest));
+    if (!buf)
+        return SBF_ENOMEM;
+    struct writer w = {.write = write, .ctx = ctx};
+    XXH3_64bits_reset(&w.hash);
+    int rc = emit(&w, buf, put_header(f, n, version, buf));
 
     for (uint32_t i = 0; i < n && rc == SBF_OK; i++) {
         const struct sbf_stage *s = &f->stages[i];
+        if (version != CODEC_VERSION_FIXED) {
+            rc = encode_runs(&w, s, buf);
+            continue;
+        }
         uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
         for (uint64_t at = 0; at < words && rc == SBF_OK;) {
-            size_t len = 0;
-            for (; at < words && len < CHUNK_BYTES; at++, len += 8)
-                put_u64(buf + len, atomic_load_explicit(&s->bits[at], memory_order_relaxed));
+            size_t len = words - at < CHUNK_BYTES / 8 ? (size_t)(words - at) * 8 : CHUNK_BYTES;
+            load_words(s, at, buf, len);
+            at += len / 8;
             rc = emit(&w, buf, len);
         }
     }
@@ -173,6 +261,31 @@ int sbf_encode_stages(const struct sbf *f, uint32_t n, sbf_write_fn write, void 
     }
     free(buf);
     return rc;
+}
+
+int sbf_encode(const struct sbf *f, sbf_write_fn write, void *ctx)
+{
+    return encode_version(f, sbf_stage_count(f), CODEC_VERSION, write, ctx);
+}
+
+int sbf_encode_stages(const struct sbf *f, uint32_t n, sbf_write_fn write, void *ctx)
+{
+    return encode_version(f, n, CODEC_VERSION_FIXED, write, ctx);
+}
+
+static int count_write(void *ctx, const void *buf, size_t len)
+{
+    (void)buf;
+    *(uint64_t *)ctx += len;
+    return 0;
+}
+
+uint64_t sbf_encoded_size(const struct sbf *f)
+{
+    uint64_t size = 0;
+    if (sbf_encode(f, count_write, &size) != SBF_OK)
+        return sbf_encoded_size_stages(f, sbf_stage_count(f)) + 1; /* out of memory: a bound */
+    return size;
 }
 
 /* ---- decoding ---- */
@@ -228,27 +341,86 @@ static int check_stages(const struct sbf_params *p, const unsigned char *q, uint
     return SBF_OK;
 }
 
-/* Streams one stage's bits straight into its memory, then fixes byte order in place. */
-static int read_bits(struct reader *r, struct sbf_stage *s)
+/*
+ * Stores buf (len bytes, a multiple of one block) as the words from word at on, skipping
+ * all-zero blocks: the stage memory is fresh zeros, and writing them would make the kernel
+ * back every page. Returns whether any word was non-zero.
+ */
+static bool store_words(struct sbf_stage *s, uint64_t at, const unsigned char *buf, size_t len)
 {
-    unsigned char *mem = (unsigned char *)s->bits;
-    uint64_t bytes = s->nblocks * BLOOM_BLOCK_BYTES;
-    for (uint64_t at = 0; at < bytes;) {
-        size_t len = bytes - at < CHUNK_BYTES ? (size_t)(bytes - at) : CHUNK_BYTES;
-        int rc = take(r, mem + at, len);
+    bool any = false;
+    for (size_t off = 0; off < len; off += BLOOM_BLOCK_BYTES, at += BLOOM_BLOCK_WORDS) {
+        uint64_t w[BLOOM_BLOCK_WORDS], acc = 0;
+        for (unsigned j = 0; j < BLOOM_BLOCK_WORDS; j++) {
+            w[j] = get_u64(buf + off + 8 * j);
+            acc |= w[j];
+        }
+        if (acc == 0)
+            continue;
+        any = true;
+        for (unsigned j = 0; j < BLOOM_BLOCK_WORDS; j++)
+            atomic_store_explicit(&s->bits[at + j], w[j], memory_order_relaxed);
+    }
+    return any;
+}
+
+/* v2: one stage's bits, every word in the stream. */
+static int read_fixed(struct reader *r, struct sbf_stage *s, unsigned char *buf)
+{
+    uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
+    for (uint64_t at = 0; at < words;) {
+        size_t len = words - at < CHUNK_BYTES / 8 ? (size_t)(words - at) * 8 : CHUNK_BYTES;
+        int rc = take(r, buf, len);
         if (rc != SBF_OK)
             return rc;
-        for (size_t off = 0; off < len; off += 8) {
-            uint64_t v = get_u64(mem + at + off);
-            atomic_store_explicit(&s->bits[(at + off) / 8], v, memory_order_relaxed);
-        }
-        at += len;
+        store_words(s, at, buf, len);
+        at += len / 8;
     }
     return SBF_OK;
 }
 
-int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
-               struct sbf **out)
+/* v3: one stage's runs (format at the top), refusing any non-canonical one. */
+static int read_runs(struct reader *r, struct sbf_stage *s, unsigned char *buf)
+{
+    uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
+    uint64_t chunks = (words * 8 + RUN_CHUNK - 1) / RUN_CHUNK;
+    unsigned prev = 2;   /* type of the previous run: none yet */
+    uint64_t prev_n = 0; /* its count */
+    for (uint64_t c = 0; c < chunks;) {
+        unsigned char run[RUN_BYTES];
+        int rc = take(r, run, sizeof(run));
+        if (rc != SBF_OK)
+            return rc;
+        unsigned type = run[0];
+        uint64_t n = get_u64(run + 1);
+        if (type > RUN_RAW || n == 0 || n > chunks - c || (type == RUN_ZERO && prev == RUN_ZERO) ||
+            (type == RUN_RAW && (n > RUN_MAX_RAW || (prev == RUN_RAW && prev_n < RUN_MAX_RAW))))
+            return SBF_ECORRUPT;
+        prev = type;
+        prev_n = n;
+        if (type == RUN_ZERO) {
+            c += n;
+            continue;
+        }
+        uint64_t at = c * (RUN_CHUNK / 8);
+        uint64_t end = (c + n) * (RUN_CHUNK / 8) < words ? (c + n) * (RUN_CHUNK / 8) : words;
+        size_t len = (size_t)(end - at) * 8;
+        rc = take(r, buf, len);
+        if (rc != SBF_OK)
+            return rc;
+        for (size_t off = 0; off < len; off += RUN_CHUNK) {
+            size_t m = len - off < RUN_CHUNK ? len - off : RUN_CHUNK;
+            if (!store_words(s, at + off / 8, buf + off, m))
+                return SBF_ECORRUPT; /* the encoder writes a zero chunk as a zero run */
+        }
+        c += n;
+    }
+    return SBF_OK;
+}
+
+/* sbf_decode, reading only the fixed-size v2 stream when fixed_only (the window kind's). */
+static int decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
+                  bool fixed_only, struct sbf **out)
 {
     struct reader r = {.read = read, .ctx = ctx};
     XXH3_64bits_reset(&r.hash);
@@ -258,7 +430,8 @@ int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf
         return rc;
     if (memcmp(hdr, codec_magic, sizeof(codec_magic)) != 0)
         return SBF_ECORRUPT;
-    if (get_u32(hdr + 8) != CODEC_VERSION)
+    uint32_t version = get_u32(hdr + 8);
+    if (version != CODEC_VERSION_FIXED && (version != CODEC_VERSION || fixed_only))
         return SBF_EVERSION;
     uint32_t n = get_u32(hdr + 12);
     uint32_t growth = get_u32(hdr + 32);
@@ -285,17 +458,27 @@ int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf
         return rc;
     if (total > max_bytes)
         return SBF_ETOOBIG;
+    rc = sbf_budget_try(budget, total);
+    if (rc != SBF_OK)
+        return rc;
 
-    struct sbf *f = sbf_shell_new(&p, budget);
-    if (!f)
+    uint64_t largest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        largest = decl[i].g.nblocks > largest ? decl[i].g.nblocks : largest;
+    unsigned char *buf = malloc(buf_bytes(largest));
+    struct sbf *f = buf ? sbf_shell_new(&p, budget) : NULL;
+    if (!f) {
+        free(buf);
         return SBF_ENOMEM;
+    }
     for (uint32_t i = 0; i < n; i++) {
         rc = sbf_stage_alloc(f, i, decl[i].capacity, &decl[i].g);
         if (rc != SBF_OK)
             goto fail;
         atomic_store_explicit(&f->stages[i].items, decl[i].items, memory_order_relaxed);
         atomic_store_explicit(&f->nstages, i + 1, memory_order_release);
-        rc = read_bits(&r, &f->stages[i]);
+        rc = version == CODEC_VERSION_FIXED ? read_fixed(&r, &f->stages[i], buf)
+                                            : read_runs(&r, &f->stages[i], buf);
         if (rc != SBF_OK)
             goto fail;
     }
@@ -313,9 +496,23 @@ int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf
         rc = got < 0 ? SBF_EIO : SBF_ECORRUPT;
         goto fail;
     }
+    free(buf);
     *out = f;
     return SBF_OK;
 fail:
+    free(buf);
     sbf_free(f);
     return rc;
+}
+
+int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
+               struct sbf **out)
+{
+    return decode(read, ctx, max_bytes, budget, false, out);
+}
+
+int sbf_decode_fixed(sbf_read_fn read, void *ctx, uint64_t max_bytes,
+                     const struct sbf_budget *budget, struct sbf **out)
+{
+    return decode(read, ctx, max_bytes, budget, true, out);
 }

@@ -93,9 +93,13 @@ int container_decode(sbf_read_fn read, void *ctx, container_kind_fn find, void *
     rc = read_exact(read, ctx, h + 8, sizeof h - 8);
     if (rc != SBF_OK)
         return rc;
+    /* A newer format may lay out (and check) its header otherwise: its version is all this
+     * build can trust, so it is told apart from damage before the checksum. */
+    uint32_t version = (uint32_t)le_get(h + 8, 4);
+    if (version > CONTAINER_VERSION)
+        return SBF_EVERSION;
     if (le_get(h + 24, 8) != XXH3_64bits(h, 24))
         return SBF_ECORRUPT;
-    uint32_t version = (uint32_t)le_get(h + 8, 4);
     if (version != CONTAINER_VERSION)
         return SBF_EVERSION;
     uint32_t tag = (uint32_t)le_get(h + 12, 4);

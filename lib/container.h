@@ -42,7 +42,8 @@ typedef const struct kind_ops *(*container_kind_fn)(void *ctx, uint32_t tag);
  * Reads a container (v3, or v2 as kind sbf): checks the header, asks find(find_ctx, tag)
  * for the kind, and decodes the payload with its decode() (max_bytes and budget as
  * there). Returns 0 and sets *ops_out, *out and *hdr, or an sbf_err: SBF_ECORRUPT (bad
- * magic or header checksum), SBF_EVERSION, SBF_EKIND (find said NULL), or the payload's.
+ * magic or header checksum), SBF_EVERSION (a version above 3 whatever its checksum says,
+ * or a checksummed one below), SBF_EKIND (find said NULL), or the payload's.
  * Nothing is allocated on failure.
  */
 int container_decode(sbf_read_fn read, void *ctx, container_kind_fn find, void *find_ctx,

@@ -48,6 +48,8 @@ const char *sbf_strerror(int err)
         return "not supported by this filter kind";
     case SBF_EKIND:
         return "unknown filter kind";
+    case SBF_EBUDGET:
+        return "does not fit the memory budget";
     default:
         return "unknown error";
     }
@@ -203,6 +205,17 @@ static void stage_free(struct sbf *f, struct sbf_stage *s)
     if (f->budget.release)
         f->budget.release(f->budget.ctx, (size_t)(s->nblocks * BLOOM_BLOCK_BYTES));
     memset(s, 0, sizeof(*s));
+}
+
+int sbf_budget_try(const struct sbf_budget *budget, uint64_t bytes)
+{
+    if (!budget || !budget->reserve)
+        return SBF_OK;
+    if (bytes > SIZE_MAX || !budget->reserve(budget->ctx, (size_t)bytes))
+        return SBF_EBUDGET;
+    if (budget->release)
+        budget->release(budget->ctx, (size_t)bytes);
+    return SBF_OK;
 }
 
 struct sbf *sbf_shell_new(const struct sbf_params *p, const struct sbf_budget *budget)

@@ -40,6 +40,8 @@ enum sbf_err {
     SBF_EGROWN = -9,    /* intersection of a filter that has more than one stage */
     SBF_ENOTSUP = -10,  /* the filter's kind does not support the operation (kind.h) */
     SBF_EKIND = -11,    /* container: a kind tag this build does not know (container.h) */
+    SBF_EBUDGET = -12,  /* codec: the budget refused the bits the input declares, checked
+                           before anything is allocated or read */
 };
 
 /* Returns a short static description of an sbf_err ("out of memory", ...). */
@@ -180,30 +182,37 @@ void sbf_estimate(const struct sbf *f, struct sbf_estimate *out);
 typedef int (*sbf_write_fn)(void *ctx, const void *buf, size_t len);
 typedef long (*sbf_read_fn)(void *ctx, void *buf, size_t len);
 
-/* Writes the filter in chunks (no copy of its bits). May run beside the writer thread. */
+/*
+ * Writes the filter in chunks (no copy of its bits), as format v3: runs of all-zero pages
+ * cost 9 bytes, so an empty filter's stream is about 1/450 of its bits. May run beside the
+ * writer thread.
+ */
 int sbf_encode(const struct sbf *f, sbf_write_fn write, void *ctx);
 
-/* Size in bytes sbf_encode would write now. */
+/* Size in bytes sbf_encode would write now: O(bytes), it reads every word. */
 uint64_t sbf_encoded_size(const struct sbf *f);
 
 /* Stages in use now (acquire-loaded: a reader may use stages up to this count). */
 uint32_t sbf_stage_count(const struct sbf *f);
 
 /*
- * sbf_encode() and sbf_encoded_size() of only the first n stages (n is clamped to the
- * count in use), a valid stream of the filter as it was before later stages existed. For
- * a container that states a stream's length before the stream while the writer may append
- * a stage: pin n with sbf_stage_count(), then size and encode with it. Keys in stages
- * beyond n were added after n was read.
+ * The fixed-size format v2 stream of only the first n stages (n is clamped to the count in
+ * use), a valid stream of the filter as it was before later stages existed; its size
+ * depends on the geometry alone, O(stages). For a container that states a stream's length
+ * before the stream while the writer may append a stage or set bits: pin n with
+ * sbf_stage_count(), then size and encode with it. Keys in stages beyond n were added
+ * after n was read.
  */
 int sbf_encode_stages(const struct sbf *f, uint32_t n, sbf_write_fn write, void *ctx);
 uint64_t sbf_encoded_size_stages(const struct sbf *f, uint32_t n);
 
 /*
- * Reads a filter written by sbf_encode. Every field is validated before anything is
- * allocated; input declaring more than max_bytes of bits gives SBF_ETOOBIG; trailing
- * bytes after the checksum give SBF_ECORRUPT. budget as for sbf_new. Returns 0 and sets
- * *out (caller frees), or an sbf_err, with nothing allocated.
+ * Reads a filter written by sbf_encode (v3) or sbf_encode_stages (v2). Every field is
+ * validated before anything is allocated; input declaring more than max_bytes of bits
+ * gives SBF_ETOOBIG, and bits the budget refuses SBF_EBUDGET, both before any bit is read;
+ * trailing bytes after the checksum give SBF_ECORRUPT. Only non-zero 64-byte blocks are
+ * stored, so the pages of an empty filter stay untouched. budget as for sbf_new. Returns 0
+ * and sets *out (caller frees), or an sbf_err, with nothing allocated.
  */
 int sbf_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
                struct sbf **out);

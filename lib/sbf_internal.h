@@ -59,6 +59,16 @@ int sbf_stage_alloc(struct sbf *f, uint32_t i, uint64_t capacity, const struct b
  */
 uint32_t sbf_stream_stages(const struct sbf_params *p, uint64_t len, uint64_t *bits);
 
+/*
+ * Asks budget (may be NULL) whether bytes more would fit now, and gives them back: 0, or
+ * SBF_EBUDGET. A decoder's check before it allocates anything; the stages still reserve.
+ */
+int sbf_budget_try(const struct sbf_budget *budget, uint64_t bytes);
+
+/* sbf_decode that reads only the fixed-size v2 stream (what the window kind writes). */
+int sbf_decode_fixed(sbf_read_fn read, void *ctx, uint64_t max_bytes,
+                     const struct sbf_budget *budget, struct sbf **out);
+
 /* An empty shell with no stages (nstages = 0); NULL if out of memory. */
 struct sbf *sbf_shell_new(const struct sbf_params *p, const struct sbf_budget *budget);
 

@@ -10,7 +10,8 @@
  *   header  "BLOOMWIN" u32 version=1, u32 g, u64 window_ms, i64 epoch_ms, u64 span,
  *           u64 capacity, f64 error, u32 growth, f64 scale, f64 ratio, u32 live (80 bytes)
  *   gens    live x { u64 span, i64 start_ms, u64 stream bytes }, newest first (24 each)
- *   streams each generation's sbf_encode stream, in the same order
+ *   streams each generation's sbf_encode_stages stream (sbf format v2: its length is
+ *           known before it is written), in the same order
  *   u64 XXH3-64 of every byte before it, then end of input.
  */
 #include "lib/window.h"
@@ -648,6 +649,12 @@ int window_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct 
     int rc = check_header(&r, max_bytes, &p, &epoch, &s, d);
     if (rc != SBF_OK)
         return rc;
+    uint64_t total = 0;
+    for (uint32_t c = 0; c < s.live; c++)
+        total += d[c].bits; /* check_header bounded the sum */
+    rc = sbf_budget_try(budget, total);
+    if (rc != SBF_OK)
+        return rc;
 
     struct window *w = shell_new(&p, epoch, budget);
     if (!w)
@@ -657,7 +664,7 @@ int window_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct 
     for (uint32_t c = 0; c < s.live; c++) {
         r.left = d[c].stream;
         struct sbf *f = NULL;
-        rc = sbf_decode(sub_read, &r, d[c].bits, &w->budget, &f);
+        rc = sbf_decode_fixed(sub_read, &r, d[c].bits, &w->budget, &f);
         if (rc == SBF_OK && (r.left != 0 || !same_sbf_params(sbf_params(f), &w->gen))) {
             sbf_free(f);
             rc = SBF_ECORRUPT;

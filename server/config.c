@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <ini.h>
 #include <math.h>
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/sbf.h"
 #include "proto/number.h"
@@ -108,6 +111,8 @@ static const struct opt_def opts[] = {
     {"tls_key_file", OPT_STR, F(tls_key_file), 0, 0, true, "FILE", "TLS private key, PEM"},
     {"tls_ca_file", OPT_STR, F(tls_ca_file), 0, 0, true, "FILE",
      "CA certificates, PEM: clients must present a certificate"},
+    {"allow_readonly_data_dir", OPT_BOOL, F(allow_readonly_data_dir), 0, 1, false, "yes|no",
+     "start and serve when data_dir is not writable (snapshots then fail, loudly)"},
 };
 
 /* Options that must not be flags: the command line is public (ps, /proc/<pid>/cmdline). */
@@ -117,6 +122,8 @@ static bool flag_forbidden(const char *name)
 }
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
+#define CONFIG_STR2(x) #x
+#define CONFIG_STR(x) CONFIG_STR2(x)
 
 void config_defaults(struct config *c)
 {
@@ -324,6 +331,7 @@ struct ini_state {
     char *err;
     size_t errlen;
     bool failed;
+    bool seen[NOPTS]; /* options set by this file: a second one is an error */
 };
 
 /* A key of a [filter <pattern>] section: appended to that template's CREATE options. */
@@ -350,6 +358,18 @@ static int template_line(struct ini_state *st, const char *pattern, const char *
         t = &c->templates[c->ntemplates++];
         snprintf(t->pattern, sizeof t->pattern, "%s", pattern);
         t->options[0] = '\0';
+    }
+    /* A key twice in one template would leave CREATE to pick one: refuse it here. */
+    size_t klen = strlen(name);
+    for (const char *q = t->options; *q != '\0';) {
+        if (strncmp(q, name, klen) == 0 && q[klen] == '=') {
+            snprintf(st->err, st->errlen, "duplicate key '%s' in section [filter %s] (from %s)",
+                     name, pattern, source);
+            st->failed = true;
+            return 0;
+        }
+        q += strcspn(q, " ");
+        q += *q == ' ';
     }
     size_t n = strlen(t->options);
     int w =
@@ -382,22 +402,98 @@ static int on_ini_line(void *user, const char *section, const char *name, const 
         st->failed = true;
         return 0;
     }
+    const struct opt_def *o = opt_find(name);
+    if (o != NULL && st->seen[o - opts]) {
+        snprintf(st->err, st->errlen, "duplicate key '%s' (from %s): each option once", name,
+                 source);
+        st->failed = true;
+        return 0;
+    }
     if (config_set(st->c, name, value, source, st->err, st->errlen) != CONFIG_OK) {
         st->failed = true;
         return 0;
     }
+    st->seen[o - opts] = true;
     return 1;
+}
+
+/*
+ * Reads the config file into a NUL-terminated buffer (caller frees), refusing what the INI
+ * reader would mishandle: a non-regular file (a FIFO or /dev/zero never ends, a directory
+ * reads as nothing), more than CONFIG_FILE_MAX bytes, a NUL byte (it would cut a value
+ * short), a line over CONFIG_LINE_MAX. Returns NULL with err set.
+ */
+static char *read_file(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "config: cannot open '%s': %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > CONFIG_FILE_MAX) {
+        snprintf(err, errlen, "config: '%s' is %s; give a regular file of at most %zu bytes", path,
+                 S_ISDIR(st.st_mode)    ? "a directory"
+                 : !S_ISREG(st.st_mode) ? "not a regular file"
+                                        : "too big",
+                 CONFIG_FILE_MAX);
+        close(fd);
+        return NULL;
+    }
+    char *buf = malloc(CONFIG_FILE_MAX + 1);
+    size_t len = 0;
+    while (buf != NULL && len <= CONFIG_FILE_MAX) {
+        ssize_t n = read(fd, buf + len, CONFIG_FILE_MAX + 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, errlen, "config: cannot read '%s': %s", path, strerror(errno));
+            free(buf);
+            buf = NULL;
+        }
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (buf == NULL) {
+        if (err[0] == '\0')
+            snprintf(err, errlen, "config: out of memory reading '%s'", path);
+        return NULL;
+    }
+    const char *why = len > CONFIG_FILE_MAX ? "grew past the size limit while read" : NULL;
+    size_t line = 1, start = 0;
+    for (size_t i = 0; i < len && why == NULL; i++) {
+        if (buf[i] == '\0')
+            why = "holds a NUL byte";
+        else if (buf[i] == '\n') {
+            line++;
+            start = i + 1;
+        } else if (i - start >= CONFIG_LINE_MAX && buf[i] != '\r')
+            why = "is longer than " CONFIG_STR(CONFIG_LINE_MAX) " bytes";
+    }
+    if (why != NULL) {
+        snprintf(err, errlen, "config: '%s' line %zu %s", path, line, why);
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
 }
 
 static int load_file(struct config *c, char *err, size_t errlen)
 {
     struct ini_state st = {.c = c, .err = err, .errlen = errlen};
-    int rc = ini_parse(c->config, on_ini_line, &st);
+    char *text = read_file(c->config, err, errlen);
+    if (text == NULL)
+        return CONFIG_EINVAL;
+    int rc = ini_parse_string(text, on_ini_line, &st);
+    free(text);
     if (rc == 0)
         return CONFIG_OK;
-    if (rc == -1)
-        snprintf(err, errlen, "config: cannot open '%s': %s", c->config, strerror(errno));
-    else if (rc == -2)
+    if (rc == -2)
         snprintf(err, errlen, "config: out of memory reading '%s'", c->config);
     else if (!st.failed)
         snprintf(err, errlen, "config: syntax error in '%s' line %d", c->config, rc);
@@ -406,6 +502,42 @@ static int load_file(struct config *c, char *err, size_t errlen)
         snprintf(err + n, errlen - n, " at line %d", rc);
     }
     return CONFIG_EINVAL;
+}
+
+extern char **environ;
+
+/*
+ * BLOOMD_* variables that name no option go into c->warnings, not an error: wrappers and
+ * test runners export their own BLOOMD_ names (BLOOMD_BIN, BLOOMD_VERSION...) into our
+ * environment, and refusing to start for them would break those set-ups. A typo
+ * (BLOOMD_MAX_MEMROY) is still named at start-up.
+ */
+static void warn_unknown_env(struct config *c)
+{
+    size_t n = 0;
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, "BLOOMD_", 7) != 0)
+            continue;
+        char name[64];
+        size_t len = strcspn(*e + 7, "=");
+        bool known = false;
+        if (len < sizeof name) {
+            for (size_t i = 0; i < len; i++)
+                name[i] = (char)tolower((unsigned char)(*e)[7 + i]);
+            name[len] = '\0';
+            const struct opt_def *o = opt_find(name);
+            known = o != NULL && strcmp(o->name, name) == 0;
+        }
+        if (known)
+            continue;
+        int w =
+            snprintf(c->warnings + n, sizeof c->warnings - n, "%s%.*s",
+                     n == 0 ? "unknown environment variables (no such option, ignored): " : ", ",
+                     (int)(len + 7 < 64 ? len + 7 : 64), *e);
+        if (w < 0 || (size_t)w >= sizeof c->warnings - n)
+            break;
+        n += (size_t)w;
+    }
 }
 
 static int load_env(struct config *c, char *err, size_t errlen)
@@ -420,12 +552,23 @@ static int load_env(struct config *c, char *err, size_t errlen)
         if (v != NULL && set_value(c, &opts[i], v, var, err, errlen) != CONFIG_OK)
             return CONFIG_EINVAL;
     }
+    warn_unknown_env(c);
     return CONFIG_OK;
+}
+
+static bool is_bool_word(const char *v)
+{
+    static const char *const words[] = {"yes", "true", "on", "1", "no", "false", "off", "0"};
+    for (size_t i = 0; v != NULL && i < 8; i++)
+        if (strcasecmp(v, words[i]) == 0)
+            return true;
+    return false;
 }
 
 /*
  * Splits argv[*i] ("--name=value" or "--name value") into name and value. Returns false
- * if it is not a long option. The name is copied into name (truncated to fit).
+ * if it is not a long option. The name is copied into name (truncated to fit). A yes/no
+ * option takes the next argument only if it is a yes/no word: alone it means yes.
  */
 static bool split_flag(int argc, char **argv, int *i, char *name, size_t namelen,
                        const char **value)
@@ -440,8 +583,11 @@ static bool split_flag(int argc, char **argv, int *i, char *name, size_t namelen
         n = namelen - 1;
     memcpy(name, a, n);
     name[n] = '\0';
+    const struct opt_def *o = opt_find(name);
     if (eq != NULL)
         *value = eq + 1;
+    else if (o != NULL && o->kind == OPT_BOOL && (*i + 1 >= argc || !is_bool_word(argv[*i + 1])))
+        *value = "yes"; /* a yes/no flag alone means yes: --allow-readonly-data-dir --port 1 */
     else if (*i + 1 < argc)
         *value = argv[++*i];
     else
@@ -468,7 +614,7 @@ static int config_check_template(struct config_template *t, char *why, size_t le
 {
     char line[CONFIG_TEMPLATE_OPTIONS + 32];
     int n = snprintf(line, sizeof line, "CREATE t %s\n", t->options);
-    struct proto_request req;
+    struct proto_request req = {0}; /* kind stays {NULL, 0} when not given */
     size_t used;
     int st = proto_parse(line, (size_t)n, NULL, &req, &used);
     if (st == PROTO_OK && req.create.kind.len >= sizeof t->kind) {
@@ -477,7 +623,7 @@ static int config_check_template(struct config_template *t, char *why, size_t le
     }
     if (st == PROTO_OK) {
         t->create = req.create;
-        if (req.create.kind.len > 0)
+        if (req.create.kind.len > 0) /* memcpy from NULL is undefined, even of 0 bytes */
             memcpy(t->kind, req.create.kind.ptr, req.create.kind.len);
         t->kind[req.create.kind.len] = '\0';
         t->create.kind = (struct proto_slice){NULL, 0};

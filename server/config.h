@@ -16,6 +16,10 @@
 #define CONFIG_MAX_TEMPLATES 32
 #define CONFIG_TEMPLATE_OPTIONS 512
 #define CONFIG_TOKEN_MAX 257 /* AUTH_TOKEN_MAX + NUL */
+/* The config file: a regular file of at most CONFIG_FILE_MAX bytes, no NUL, and lines of
+ * at most CONFIG_LINE_MAX bytes (what the INI reader holds; it would cut a longer one). */
+#define CONFIG_FILE_MAX ((size_t)1 << 20)
+#define CONFIG_LINE_MAX 199
 
 /*
  * A filter template, from an INI section [filter <pattern>]: filters created on first
@@ -59,6 +63,8 @@ struct config {
     char tls_cert_file[CONFIG_PATH_MAX];   /* PEM certificate chain */
     char tls_key_file[CONFIG_PATH_MAX];    /* PEM private key */
     char tls_ca_file[CONFIG_PATH_MAX];     /* PEM CAs: client certificates required; "" = not */
+    int allow_readonly_data_dir;           /* 1: start on a data dir we cannot write (warned) */
+    char warnings[512];                    /* what config_load found suspect, for the log; "" */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
     size_t ntemplates;
 };

@@ -62,10 +62,20 @@ static int unwritable(const char *dir, const char *what, const char *file, int e
     return DATADIR_EACCES;
 }
 
-int datadir_open(struct datadir *d, const char *dir, char *err, size_t errlen)
+/* allow_readonly: keep the lock on fd and serve without persistence (err already says
+ * why the directory is not writable). */
+static int readonly(struct datadir *d, int fd)
+{
+    d->lock_fd = fd;
+    d->readonly = true;
+    return DATADIR_OK;
+}
+
+int datadir_open(struct datadir *d, const char *dir, bool allow_readonly, char *err, size_t errlen)
 {
     char lock[DATADIR_PATH_MAX], probe[DATADIR_PATH_MAX];
     d->lock_fd = -1;
+    d->readonly = false;
     if (make_dirs(dir) != 0) {
         int e = errno;
         if (is_access_error(e))
@@ -84,6 +94,8 @@ int datadir_open(struct datadir *d, const char *dir, char *err, size_t errlen)
     int e = errno;
     if (fd < 0 && is_access_error(e))
         fd = open(lock, O_RDONLY | O_CLOEXEC); /* enough to see whether it is locked */
+    if (fd < 0 && is_access_error(e) && allow_readonly)
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* no LOCK: lock the directory */
     if (fd < 0) {
         if (is_access_error(e))
             return unwritable(dir, "cannot create", lock, e, err, errlen);
@@ -113,6 +125,12 @@ int datadir_open(struct datadir *d, const char *dir, char *err, size_t errlen)
     int len = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) {
         e = errno;
+        if (e == EINVAL || e == EISDIR) /* the directory itself, locked above */
+            e = EACCES;
+        if ((is_access_error(e) || e == EBADF) && allow_readonly) {
+            unwritable(dir, "cannot write", lock, EACCES, err, errlen);
+            return readonly(d, fd);
+        }
         close(fd);
         if (is_access_error(e) || e == EBADF) /* EBADF: only opened read-only above */
             return unwritable(dir, "cannot write", lock, e == EBADF ? EACCES : e, err, errlen);
@@ -124,6 +142,10 @@ int datadir_open(struct datadir *d, const char *dir, char *err, size_t errlen)
     int pfd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (pfd < 0 || close(pfd) != 0 || unlink(probe) != 0) {
         e = errno;
+        if (is_access_error(e) && allow_readonly) {
+            unwritable(dir, "cannot create", probe, e, err, errlen);
+            return readonly(d, fd);
+        }
         close(fd);
         if (is_access_error(e))
             return unwritable(dir, "cannot create", probe, e, err, errlen);

@@ -7,13 +7,15 @@
 #ifndef BLOOMD_SERVER_DATADIR_H
 #define BLOOMD_SERVER_DATADIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The lock file inside the data directory; it holds the owner's pid as text. */
 #define DATADIR_LOCK_FILE "LOCK"
 
 struct datadir {
-    int lock_fd; /* open <dir>/LOCK holding an exclusive flock; -1 when closed */
+    int lock_fd;   /* open <dir>/LOCK (or the directory) holding an exclusive flock; -1 closed */
+    bool readonly; /* opened with allow_readonly on a directory we cannot write */
 };
 
 enum datadir_err {
@@ -30,8 +32,12 @@ enum datadir_err {
  * crashed owner's lock goes with it (a stale LOCK file does not block a restart).
  * Returns DATADIR_OK, or an enum datadir_err with a one-line message in err that names
  * the directory, the cause and what to do (the other daemon's pid; the uid to chown to).
+ * With allow_readonly, an existing directory that cannot be written is DATADIR_OK with
+ * d->readonly set and the would-be message in err (the caller warns): the lock is then
+ * held on LOCK opened read-only, or on the directory itself if there is no LOCK file, so
+ * a second daemon is still refused.
  */
-int datadir_open(struct datadir *d, const char *dir, char *err, size_t errlen);
+int datadir_open(struct datadir *d, const char *dir, bool allow_readonly, char *err, size_t errlen);
 
 /* Releases the lock (the LOCK file stays). Safe after a failed datadir_open and twice. */
 void datadir_close(struct datadir *d);

@@ -313,6 +313,14 @@ int durable_start(struct server *srv)
         .min_pos = rep.last_pos > min ? rep.last_pos : min,
     };
     if (journal_open(srv->cfg.data_dir, &o, &d->j, &err) != 0) {
+        if (srv->cfg.allow_readonly_data_dir) {
+            /* Persistence is off on such a directory anyway (datadir.c warned). */
+            log_msg(LOG_WARN, "journal: off, the data directory cannot be written: %s",
+                    journal_format(&err, msg, sizeof msg));
+            free(d);
+            srv->durable = NULL;
+            return 0;
+        }
         log_msg(LOG_ERROR, "journal: cannot open: %s", journal_format(&err, msg, sizeof msg));
         return -1;
     }

@@ -7,9 +7,11 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,7 +20,28 @@
 #include "server/datadir.h"
 #include "server/log.h"
 #include "server/ping.h"
+#include "server/registry.h"
 #include "server/server.h"
+#include "server/snapfile.h"
+
+/* The data directory vanished and snapfile created it again (on the job thread): every
+ * file is gone, so every filter counts as unsaved and the next snapshots rewrite them. */
+static void on_dir_recreated(void *ctx, const char *msg)
+{
+    struct server *srv = ctx;
+    log_msg(LOG_ERROR, "snapshot: %s", msg);
+    struct filter **all;
+    size_t n;
+    if (registry_collect(srv->reg, "", 0, &all, &n) != REGISTRY_OK) {
+        log_msg(LOG_ERROR, "snapshot: out of memory marking filters unsaved");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        atomic_fetch_add_explicit(&all[i]->changes, 1, memory_order_acq_rel);
+        filter_unref(all[i]);
+    }
+    free(all);
+}
 
 /*
  * The share of the memory limit that max_memory 0 gives to filters. The rest is for what
@@ -104,16 +127,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "bloomd: log_file %s: %s\n", cfg.log_file, strerror(errno));
         return 2;
     }
-    /* Before anything reads or writes snapshots: the directory is ours, and writable. */
+    if (cfg.warnings[0] != '\0')
+        log_msg(LOG_WARN, "config: %s", cfg.warnings);
+    /* Before anything reads or writes snapshots: the directory is ours, and writable (or,
+     * with allow_readonly_data_dir, readable: then every snapshot fails, loudly). */
     struct datadir dd;
-    if (datadir_open(&dd, cfg.data_dir, err, sizeof(err)) != DATADIR_OK) {
-        log_msg(LOG_ERROR, "%s", err);
+    err[0] = '\0';
+    if (datadir_open(&dd, cfg.data_dir, cfg.allow_readonly_data_dir != 0, err, sizeof(err)) !=
+        DATADIR_OK) {
+        log_msg(LOG_ERROR, "%s%s", err,
+                strstr(err, "not writable") != NULL
+                    ? "; or start with --allow-readonly-data-dir to serve without persistence"
+                    : "");
         log_close();
         return 2;
     }
+    if (dd.readonly)
+        log_msg(LOG_WARN,
+                "%s; allow_readonly_data_dir is set: serving what it holds WITHOUT persistence: "
+                "every snapshot, FLUSH and the save at shutdown will fail until it is writable",
+                err);
     size_memory(&cfg);
     struct server srv;
     int rc = server_init(&srv, &cfg);
+    snapfile_set_on_dir_recreated(on_dir_recreated, &srv);
     if (rc == SERVER_OK)
         rc = server_run(&srv);
     else

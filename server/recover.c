@@ -5,9 +5,13 @@
 #include "server/recover.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/container.h"
+#include "lib/kind.h"
+#include "lib/sbf.h"
 #include "server/clock.h"
 #include "server/log.h"
 #include "server/registry.h"
@@ -26,8 +30,14 @@ static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, vo
         log_msg(LOG_ERROR, "snapshot: out of memory loading %s.bloom", name);
         return RECOVER_EIO;
     }
-    /* Clean unless it is an old format: the file holds exactly this content. */
-    atomic_store(&flt->changes, hdr->version < CONTAINER_VERSION ? 1 : 0);
+    /* Clean unless it is an old format: the file holds exactly this content. A blocked
+     * filter whose payload has the fixed v2 size is an sbf v2 stream (every zero written):
+     * rewrite it too, so an empty filter's 1.7 GB file becomes 129 bytes. O(stages). */
+    bool old =
+        hdr->version < CONTAINER_VERSION ||
+        (ops == &kind_sbf &&
+         bytes == CONTAINER_HEADER_BYTES + sbf_encoded_size_stages(obj, sbf_stage_count(obj)));
+    atomic_store(&flt->changes, old ? 1 : 0);
     atomic_store(&flt->saved_at, mtime);
     atomic_store(&flt->journal_pos, hdr->journal_pos); /* the journal is replayed from here */
     int rc = registry_put(srv->reg, flt);
@@ -39,8 +49,7 @@ static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, vo
     }
     log_event(LOG_INFO, (struct log_field[]){LOG_STR("filter", name), LOG_U64("bytes", bytes)}, 2,
               "snapshot: loaded filter '%s' (%llu bytes%s)", name, (unsigned long long)bytes,
-              hdr->version < CONTAINER_VERSION ? ", old format: rewritten at the next snapshot"
-                                               : "");
+              old ? ", old format: rewritten at the next snapshot" : "");
     return 0;
 }
 
@@ -59,6 +68,17 @@ static void on_report(void *ctx, enum snapfile_event ev, const char *file, const
         break;
     case SNAPFILE_EV_KEPT_BAD:
         log_msg(LOG_ERROR, "snapshot: %s is damaged (%s); not loaded", file, reason);
+        break;
+    case SNAPFILE_EV_SET_ASIDE:
+        log_event(LOG_ERROR, (struct log_field[]){LOG_STR("path", file), LOG_STR("error", reason)},
+                  2, "snapshot: %s not loaded (%s); moved aside to %s", file, reason, moved_to);
+        break;
+    case SNAPFILE_EV_KEPT_UNLOADED:
+        log_msg(LOG_ERROR, "snapshot: %s not loaded (%s)", file, reason);
+        break;
+    case SNAPFILE_EV_TMP_KEPT:
+        log_msg(LOG_WARN, "snapshot: stale %s (an interrupted snapshot) left in place: %s", file,
+                reason);
         break;
     case SNAPFILE_EV_IGNORED:
         log_msg(LOG_WARN, "snapshot: ignoring %s: %s", file, reason);

@@ -31,6 +31,7 @@
 #define SNAPFILE_SYNC_CHUNK ((uint64_t)32 << 20)
 #define SNAPFILE_SYNC_WINDOW ((uint64_t)64 << 20)
 #define SNAPFILE_MAX_SUFFIX 1000
+#define SNAPFILE_SPARSE_MIN ((uint64_t)1 << 20) /* smaller files are never called sparse */
 
 static const char *step_name(enum snapfile_step s)
 {
@@ -105,6 +106,34 @@ static int fail(struct snapfile_error *err, int rc, enum snapfile_step step, int
 static int fail_sys(struct snapfile_error *err, enum snapfile_step step, int sys, const char *file)
 {
     return fail(err, SNAPFILE_ESYS, step, sys, 0, file);
+}
+
+static void (*recreated_fn)(void *ctx, const char *msg);
+static void *recreated_ctx;
+
+void snapfile_set_on_dir_recreated(void (*fn)(void *ctx, const char *msg), void *ctx)
+{
+    recreated_fn = fn;
+    recreated_ctx = ctx;
+}
+
+/* mkdir -p of dir (mode 0755). Returns 0 or -1 with errno set. */
+static int make_dirs(const char *dir)
+{
+    char path[SNAPFILE_FILE_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s", dir) >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 static int open_dir(const char *dir, struct snapfile_error *err)
@@ -223,7 +252,23 @@ int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops
         return fail(err, SNAPFILE_ENAME, SNAPFILE_STEP_NONE, 0, 0, name);
     snprintf(tmp, sizeof tmp, "%s%s", name, SNAPFILE_TMP_SUFFIX);
     snprintf(final, sizeof final, "%s%s", name, SNAPFILE_SUFFIX);
-    dirfd = open_dir(dir, err);
+    dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0 && errno == ENOENT) {
+        /* Deleted under us: losing every later snapshot too would be worse. Say so loudly:
+         * whatever was in it (older snapshots, the LOCK) is gone. */
+        char msg[SNAPFILE_FILE_MAX + 256];
+        if (make_dirs(dir) == 0) {
+            snprintf(msg, sizeof msg,
+                     "data directory %s had vanished (deleted while bloomd ran?): created it "
+                     "again; every filter is written anew at the next snapshot, and its LOCK "
+                     "is gone: make sure no second bloomd uses it",
+                     dir);
+            if (recreated_fn)
+                recreated_fn(recreated_ctx, msg);
+        }
+    }
+    if (dirfd < 0)
+        dirfd = open_dir(dir, err);
     if (dirfd < 0)
         return SNAPFILE_ESYS;
     w.buf = malloc(SNAPFILE_BUF_BYTES);
@@ -291,6 +336,8 @@ int snapfile_remove(const char *dir, const char *name, struct snapfile_error *er
     if (!snapfile_name_valid(name))
         return fail(err, SNAPFILE_ENAME, SNAPFILE_STEP_NONE, 0, 0, name);
     int dirfd = open_dir(dir, err);
+    if (dirfd < 0 && err->sys == ENOENT)
+        return 0; /* no directory, no file: the next snapshot creates it */
     if (dirfd < 0)
         return SNAPFILE_ESYS;
     int rc = 0;
@@ -369,23 +416,26 @@ static int rename_noreplace(int dirfd, const char *from, const char *to)
     return 0;
 }
 
-/* Sets <file> aside as <file>.corrupt-<timestamp>[.N] (never over an existing file). */
-static void quarantine(int dirfd, const char *file, const char *reason,
-                       const struct snapfile_load_ops *ops)
+/* Sets <file> aside as <file>.<class>-<timestamp>[.N] (never over an existing file):
+ * class "corrupt" for damage, else "unsupported" or "toobig". */
+static void set_aside(int dirfd, const char *file, const char *class, const char *reason,
+                      const struct snapfile_load_ops *ops)
 {
-    char stamp[32], to[SNAPFILE_PATH_MAX], why[256];
+    bool damaged = strcmp(class, "corrupt") == 0;
+    char stamp[32], to[SNAPFILE_PATH_MAX], why[640];
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
     for (int i = 0; i < SNAPFILE_MAX_SUFFIX; i++) {
         if (i == 0)
-            snprintf(to, sizeof to, "%s.corrupt-%s", file, stamp);
+            snprintf(to, sizeof to, "%s.%s-%s", file, class, stamp);
         else
-            snprintf(to, sizeof to, "%s.corrupt-%s.%d", file, stamp, i);
+            snprintf(to, sizeof to, "%s.%s-%s.%d", file, class, stamp, i);
         if (rename_noreplace(dirfd, file, to) == 0) {
             if (ops->report)
-                ops->report(ops->ctx, SNAPFILE_EV_QUARANTINED, file, to, reason);
+                ops->report(ops->ctx, damaged ? SNAPFILE_EV_QUARANTINED : SNAPFILE_EV_SET_ASIDE,
+                            file, to, reason);
             return;
         }
         if (errno != EEXIST)
@@ -393,7 +443,14 @@ static void quarantine(int dirfd, const char *file, const char *reason,
     }
     snprintf(why, sizeof why, "%s; could not move it aside: %s", reason, strerror(errno));
     if (ops->report)
-        ops->report(ops->ctx, SNAPFILE_EV_KEPT_BAD, file, NULL, why);
+        ops->report(ops->ctx, damaged ? SNAPFILE_EV_KEPT_BAD : SNAPFILE_EV_KEPT_UNLOADED, file,
+                    NULL, why);
+}
+
+static void quarantine(int dirfd, const char *file, const char *reason,
+                       const struct snapfile_load_ops *ops)
+{
+    set_aside(dirfd, file, "corrupt", reason, ops);
 }
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -416,7 +473,7 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
                     const struct sbf_budget *budget, const struct snapfile_load_ops *ops,
                     struct snapfile_error *err)
 {
-    char name[PROTO_MAX_NAME + 1], why[256];
+    char name[PROTO_MAX_NAME + 1], why[512];
     /* A directory entry may be up to NAME_MAX bytes: measure before copying. */
     size_t n = strlen(file) - strlen(SNAPFILE_SUFFIX);
     if (n < sizeof name) {
@@ -437,14 +494,28 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
             close(fd);
         if (e == ENOMEM || e == EMFILE || e == ENFILE) /* our trouble, not the file's */
             return fail_sys(err, SNAPFILE_STEP_OPEN, e, file);
+        if (e == ELOOP) { /* O_NOFOLLOW: a symlink, whatever it points to, is left alone */
+            snprintf(why, sizeof why,
+                     "a symbolic link: bloomd does not follow links in the data directory (the "
+                     "next snapshot of '%s' would replace the link by a file); not loaded: put "
+                     "the file itself here to load it",
+                     name);
+            if (ops->report)
+                ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, why);
+            return 0;
+        }
         snprintf(why, sizeof why, "cannot open: %s", strerror(e));
         quarantine(dirfd, file, why, ops);
         return 0;
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
+        snprintf(why, sizeof why,
+                 "%s: filter '%s' can never be saved while it is there (a snapshot is a file "
+                 "renamed to this name): remove it",
+                 S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", name);
         if (ops->report)
-            ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, "not a regular file");
+            ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, why);
         return 0;
     }
     if (st.st_size == 0) {
@@ -452,10 +523,22 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
         quarantine(dirfd, file, "empty file", ops);
         return 0;
     }
-    /* A valid snapshot holds its bits, so the file size bounds them: a larger claim is
-     * damage. A caller's smaller bound is a limit, not damage. */
     uint64_t size = (uint64_t)st.st_size;
-    bool caller_bound = max_bytes != 0 && max_bytes < size;
+    /* Holes where a snapshot has bytes: reading them would only find zeros, for as long as
+     * the claimed size takes (a truncate -s 100G file: minutes). */
+    if (size > SNAPFILE_SPARSE_MIN && (uint64_t)st.st_blocks * 512 < size / 2) {
+        close(fd);
+        snprintf(why, sizeof why,
+                 "sparse file: %llu of its %llu bytes are allocated (bloomd writes every byte "
+                 "of a snapshot)",
+                 (unsigned long long)st.st_blocks * 512, (unsigned long long)size);
+        quarantine(dirfd, file, why, ops);
+        return 0;
+    }
+    /* A v3 stream spends 9 bytes on a run of zero pages, so the file size no longer
+     * bounds the bits: the budget does, before anything is allocated. A caller's bound is
+     * a limit, not damage. */
+    bool caller_bound = max_bytes != 0;
     struct reader r = {.fd = fd, .buf = malloc(SNAPFILE_BUF_BYTES)};
     if (!r.buf) {
         close(fd);
@@ -464,7 +547,7 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
     const struct kind_ops *kind = NULL;
     void *f = NULL;
     struct container_header hdr;
-    int rc = container_decode(reader_cb, &r, find_kind, NULL, caller_bound ? max_bytes : size,
+    int rc = container_decode(reader_cb, &r, find_kind, NULL, caller_bound ? max_bytes : UINT64_MAX,
                               budget, &kind, &f, &hdr);
     free(r.buf);
     close(fd);
@@ -472,14 +555,26 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
         return ops->loaded(ops->ctx, name, kind, f, &hdr, size, (int64_t)st.st_mtime) == 0
                    ? 0
                    : fail(err, SNAPFILE_ECALLER, SNAPFILE_STEP_NONE, 0, 0, file);
-    if (rc == SBF_ENOMEM || (rc == SBF_ETOOBIG && caller_bound))
+    if (rc == SBF_ETOOBIG && caller_bound)
         return fail(err, SNAPFILE_ECODEC, SNAPFILE_STEP_DECODE, 0, rc, file);
+    if (rc == SBF_EBUDGET || rc == SBF_ENOMEM) {
+        snprintf(why, sizeof why,
+                 "%s: its filter needs more memory than max_memory leaves; raise it and "
+                 "rename the file back to %s to load it",
+                 sbf_strerror(rc), file);
+        set_aside(dirfd, file, "toobig", why, ops);
+        return 0;
+    }
+    if (rc == SBF_EVERSION || rc == SBF_EKIND) {
+        snprintf(why, sizeof why, "%s: written by a newer bloomd? It reads it; this one does not",
+                 sbf_strerror(rc));
+        set_aside(dirfd, file, "unsupported", why, ops);
+        return 0;
+    }
     if (r.sys != 0)
         snprintf(why, sizeof why, "read error: %s", strerror(r.sys));
     else if (rc == SBF_EIO)
         snprintf(why, sizeof why, "truncated (%s)", sbf_strerror(rc));
-    else if (rc == SBF_ETOOBIG)
-        snprintf(why, sizeof why, "declares more bits than the file holds (%s)", sbf_strerror(rc));
     else
         snprintf(why, sizeof why, "%s", sbf_strerror(rc));
     quarantine(dirfd, file, why, ops);
@@ -550,9 +645,16 @@ int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budg
                     ops->report(ops->ctx, SNAPFILE_EV_TMP_REMOVED, file, NULL, NULL);
             } else if (errno == EISDIR) { /* not ours: we only write files */
                 if (ops->report)
-                    ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL, "not a regular file");
+                    ops->report(ops->ctx, SNAPFILE_EV_IGNORED, file, NULL,
+                                "a directory: its filter can never be saved while it is there "
+                                "(snapshots are written to this name): remove it");
             } else {
-                rc = fail_sys(err, SNAPFILE_STEP_UNLINK, errno, file);
+                /* A read-only directory (or one we may not write): leave it and serve; the
+                 * next snapshot of that filter replaces it once the directory is writable. */
+                char why[128];
+                snprintf(why, sizeof why, "cannot delete it: %s", strerror(errno));
+                if (ops->report)
+                    ops->report(ops->ctx, SNAPFILE_EV_TMP_KEPT, file, NULL, why);
             }
         } else if (has_suffix(file, SNAPFILE_SUFFIX)) {
             rc = load_one(dirfd, file, max_bytes, budget, ops, err);
@@ -561,9 +663,14 @@ int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budg
     for (i = 0; names[i]; i++)
         free(names[i]);
     free(names);
-    /* Make the deletions and renames durable before anything new is written. */
-    if (rc == 0)
+    /* Make the deletions and renames durable before anything new is written. A directory
+     * we may not write had none to make durable. */
+    if (rc == 0) {
         rc = sync_dir(dirfd, dir, err);
+        if (rc != 0 && (err->sys == EROFS || err->sys == EACCES || err->sys == EPERM ||
+                        err->sys == EBADF || err->sys == EINVAL))
+            rc = 0;
+    }
     close(dirfd);
     return rc;
 }

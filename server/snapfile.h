@@ -3,8 +3,12 @@
  * load a whole data directory at start-up. Blocking system calls only, no threads and no
  * logging: the snapshot thread calls write/remove, main calls load before listening, and
  * both turn the precise error (which step, which errno or codec error) into a log line.
- * Files: <dir>/<name>.bloom (a snapshot), <name>.bloom.tmp (being written),
- * <name>.bloom.corrupt-<UTC timestamp> (set aside at load, never deleted).
+ * Files: <dir>/<name>.bloom (a snapshot), <name>.bloom.tmp (being written), set aside at
+ * load and never deleted: <name>.bloom.corrupt-<UTC timestamp> (damaged),
+ * <name>.bloom.unsupported-<ts> (a future format version or an unknown kind: a newer
+ * bloomd reads it), <name>.bloom.toobig-<ts> (valid, but over the memory budget).
+ * Symbolic links are never followed (a snapshot is replaced by rename, which would turn a
+ * link into a file): a linked <name>.bloom is reported and left alone, as is a directory.
  */
 #ifndef BLOOMD_SERVER_SNAPFILE_H
 #define BLOOMD_SERVER_SNAPFILE_H
@@ -61,13 +65,22 @@ struct snapfile_error {
  */
 const char *snapfile_format(const struct snapfile_error *e, char *buf, size_t len);
 
+/*
+ * Called by snapfile_write, on its thread, after it found the data directory gone
+ * (deleted while the daemon ran) and created it again: msg says so for the log. Every
+ * snapshot the directory held is gone with it, so the callee should count every filter as
+ * unsaved. fn may be NULL (the default). Set once at start-up, before any other call.
+ */
+void snapfile_set_on_dir_recreated(void (*fn)(void *ctx, const char *msg), void *ctx);
+
 /* proto_name_valid() for a NUL-terminated name: the only names used as file names. */
 bool snapfile_name_valid(const char *name);
 
 /*
  * Writes f, of kind ops, to <dir>/<name>.bloom.tmp in the v3 container recording
  * journal_pos (lib/container.h; buffered; writeback is started every few MiB so the final
- * fsync is short), fsyncs it, asks keep(keep_ctx) (may be NULL: always keep), renames it
+ * fsync is short), fsyncs it; if dir itself is gone (deleted while we ran), creates it
+ * first and tells the notice hook; asks keep(keep_ctx) (may be NULL: always keep), renames it
  * over <name>.bloom and fsyncs the directory. f may be mutated by another thread
  * meanwhile (see lib/kind.h). Returns 0 and sets *bytes to the file
  * size, or an snapfile_err with *err filled; on any failure before the rename the tmp
@@ -79,17 +92,23 @@ int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops
                    uint64_t *bytes, struct snapfile_error *err);
 
 /*
- * Removes <dir>/<name>.bloom and any <name>.bloom.tmp (absent files are fine), then fsyncs
- * the directory. Returns 0 or an snapfile_err with *err filled.
+ * Removes <dir>/<name>.bloom and any <name>.bloom.tmp (absent files, and an absent dir,
+ * are fine), then fsyncs the directory. Returns 0 or an snapfile_err with *err filled.
  */
 int snapfile_remove(const char *dir, const char *name, struct snapfile_error *err);
 
 /* What snapfile_load_dir did with a file it did not load. */
 enum snapfile_event {
-    SNAPFILE_EV_TMP_REMOVED, /* a stale <name>.bloom.tmp was deleted */
-    SNAPFILE_EV_QUARANTINED, /* renamed to detail's .corrupt-* name; reason says why */
-    SNAPFILE_EV_KEPT_BAD,    /* damaged but could not be renamed (reason says why); left */
-    SNAPFILE_EV_IGNORED,     /* a *.bloom without a valid name; a non-file *.bloom[.tmp] */
+    SNAPFILE_EV_TMP_REMOVED,   /* a stale <name>.bloom.tmp was deleted */
+    SNAPFILE_EV_TMP_KEPT,      /* a stale tmp could not be deleted (read-only dir); reason */
+    SNAPFILE_EV_QUARANTINED,   /* damaged: renamed to moved_to (.corrupt-*); reason says why */
+    SNAPFILE_EV_KEPT_BAD,      /* damaged but could not be renamed (reason says why); left */
+    SNAPFILE_EV_SET_ASIDE,     /* not damaged but not loadable by this daemon now (future
+                                  version, unknown kind, over the budget): renamed to moved_to
+                                  (.unsupported-*, .toobig-*); reason says why */
+    SNAPFILE_EV_KEPT_UNLOADED, /* as SET_ASIDE, but could not be renamed; left */
+    SNAPFILE_EV_IGNORED,       /* a *.bloom without a valid name; a symlink; a non-file
+                                *.bloom[.tmp] (reason says that its filter cannot be saved) */
 };
 
 struct snapfile_load_ops {
@@ -113,17 +132,20 @@ struct snapfile_load_ops {
 };
 
 /*
- * Scans dir once: deletes every *.bloom.tmp file, decodes every <name>.bloom with a valid
+ * Scans dir once: deletes every *.bloom.tmp file (one that cannot be deleted, in a
+ * read-only directory, is reported and left), decodes every <name>.bloom with a valid
  * name (v3 container of any kind server/kinds.h knows, or v2; bits allowed: at most
- * max_bytes if non-zero, and never more than the file holds; budget as for the kinds'
- * decode) and hands it to ops->loaded. A file that is damaged, truncated, too big for its
- * size, of another version or an unknown kind, or that cannot be opened or read, is
- * renamed to <name>.bloom.corrupt-<YYYYmmddTHHMMSSZ>[.N] and reported. The scan stops
- * only for failures that are not the file's fault: the directory cannot be opened, read
- * or synced at the end; a stale tmp file cannot be removed; descriptors or memory run out
- * (open: EMFILE, ENFILE, ENOMEM; the read buffer; the decoder's SBF_ENOMEM, which
- * includes the budget refusing); a file declares more than a non-zero max_bytes; or
- * ops->loaded refused. Returns 0 or an snapfile_err with *err filled.
+ * max_bytes if non-zero; budget as for the kinds' decode, asked before any bit is read)
+ * and hands it to ops->loaded. Nothing a file holds stops the scan, and no file is read
+ * beyond what its header justifies: a file that is damaged, truncated, sparse (holes over
+ * half of more than 1 MiB: bloomd writes every byte), or that cannot be opened or read
+ * is renamed to <name>.bloom.corrupt-<YYYYmmddTHHMMSSZ>[.N]; one of a format version or
+ * kind this build does not read to .unsupported-<ts>; one whose bits the budget refuses
+ * (or whose allocation fails) to .toobig-<ts>; each is reported. The scan stops only for
+ * failures that are not the file's fault: the directory cannot be opened or read;
+ * descriptors or memory run out (open: EMFILE, ENFILE, ENOMEM; the read buffer); a file
+ * declares more than a non-zero max_bytes; or ops->loaded refused. Returns 0 or an
+ * snapfile_err with *err filled.
  */
 int snapfile_load_dir(const char *dir, uint64_t max_bytes, const struct sbf_budget *budget,
                       const struct snapfile_load_ops *ops, struct snapfile_error *err);

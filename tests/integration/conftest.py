@@ -135,6 +135,7 @@ class Daemon:
         self.host = None
         self.port = None
         self._log_start = 0
+        self.popen_kw = {}  # e.g. user=, group= to run as another user
 
     def command(self):
         cmd = [self.binary, "--data-dir", str(self.data_dir)]
@@ -151,7 +152,7 @@ class Daemon:
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log, env=env)
+                                         stdout=log, stderr=log, env=env, **self.popen_kw)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = LISTEN_RE.search(self.log())

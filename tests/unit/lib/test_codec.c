@@ -1,6 +1,7 @@
 /*
  * test_codec.c - the filter codec: round trips through odd-sized reads, every single-byte
- * corruption and every truncation of a small encoding rejected, trailing bytes, version,
+ * corruption (v3 and v2) and every truncation of a small encoding rejected, v3's zero runs
+ * (sizes, canonical form, no page of zeros touched by a load), trailing bytes, version,
  * size limits, callback failures, hostile headers that must not allocate, and an encode
  * running beside the writer thread.
  */
@@ -12,8 +13,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "lib/sbf.h"
 #include "lib/sbf_internal.h"
@@ -165,30 +169,92 @@ static struct out small_encoding(void)
     return o;
 }
 
+static uint64_t get_le(const unsigned char *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Marks in structural[] the bytes of o that are fields (headers, stage records, v3 run
+ * records) rather than bits or the checksum, walking the format. */
+static void mark_structure(const struct out *o, bool *structural)
+{
+    uint32_t n = (uint32_t)get_le(o->data + 12, 4);
+    size_t at = 52 + (size_t)28 * n;
+    for (size_t i = 0; i < at; i++)
+        structural[i] = true;
+    if (get_le(o->data + 8, 4) != 3)
+        return;
+    for (uint32_t st = 0; st < n; st++) {
+        uint64_t bytes = get_le(o->data + 52 + 28 * st + 16, 8) * 64;
+        for (uint64_t c = 0, chunks = (bytes + 4095) / 4096; c < chunks;) {
+            for (size_t i = 0; i < 9; i++)
+                structural[at + i] = true;
+            uint64_t cnt = get_le(o->data + at + 1, 8);
+            at += 9;
+            if (o->data[at - 9] == 1) {
+                uint64_t end = (c + cnt) * 4096 < bytes ? (c + cnt) * 4096 : bytes;
+                at += (size_t)(end - c * 4096);
+            }
+            c += cnt;
+        }
+    }
+}
+
+/*
+ * Corruptions of o, each refused with nothing allocated: every wrong value of every field
+ * byte; in the bits and the checksum, which only the checksum guards, every single-bit
+ * flip and all bits.
+ */
+static size_t refuse_every_byte(struct out *o)
+{
+    bool *structural = calloc(o->len, 1);
+    assert_non_null(structural);
+    mark_structure(o, structural);
+    const unsigned flips[] = {0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff};
+    size_t tried = 0;
+    for (size_t i = 0; i < o->len; i++) {
+        size_t nv = structural[i] ? 255 : sizeof(flips) / sizeof(flips[0]);
+        for (size_t j = 0; j < nv; j++) {
+            unsigned x = structural[i] ? (unsigned)j + 1 : flips[j];
+            o->data[i] ^= (unsigned char)x;
+            struct sbf *f = NULL;
+            int rc = decode(o->data, o->len, SIZE_MAX, UINT64_MAX, &f);
+            if (rc == SBF_OK)
+                fail_msg("byte %zu ^ 0x%02x accepted", i, x);
+            assert_null(f);
+            o->data[i] ^= (unsigned char)x;
+            tried++;
+        }
+    }
+    free(structural);
+    return tried;
+}
+
+/* The fixed-size v2 stream of f (what bloomd 0.1.0 and the window kind write). */
+static struct out encode_v2(const struct sbf *f)
+{
+    struct out o = {0};
+    assert_int_equal(sbf_encode_stages(f, sbf_stage_count(f), mem_write, &o), SBF_OK);
+    assert_int_equal(o.len, sbf_encoded_size_stages(f, sbf_stage_count(f)));
+    return o;
+}
+
 static void test_every_corruption(void **state)
 {
     (void)state;
     struct out o = small_encoding();
-    /* Every wrong value of every byte of the headers (52 + 3 * 28 bytes); in the bits and
-     * checksum, which only the checksum guards, the low bit, high bit and all bits. */
-    const unsigned flips[] = {0x01, 0x80, 0xff};
-    size_t tried = 0;
-    for (size_t i = 0; i < o.len; i++) {
-        size_t nv = i < 52 + 3 * 28 ? 255 : sizeof(flips) / sizeof(flips[0]);
-        for (size_t j = 0; j < nv; j++) {
-            unsigned x = nv == 255 ? (unsigned)j + 1 : flips[j];
-            o.data[i] ^= (unsigned char)x;
-            struct sbf *f = NULL;
-            int rc = decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &f);
-            if (rc == SBF_OK)
-                fail_msg("byte %zu ^ 0x%02x accepted", i, x);
-            assert_null(f);
-            o.data[i] ^= (unsigned char)x;
-            tried++;
-        }
-    }
-    print_message("%zu corruptions of %zu bytes rejected\n", tried, o.len);
+    size_t tried = refuse_every_byte(&o);
+    print_message("v3: %zu corruptions of %zu bytes rejected\n", tried, o.len);
     free(o.data);
+    struct sbf *f = filled(20, SBF_GROWTH_EXPONENTIAL, 4, 100);
+    o = encode_v2(f);
+    tried = refuse_every_byte(&o);
+    print_message("v2: %zu corruptions of %zu bytes rejected\n", tried, o.len);
+    free(o.data);
+    sbf_free(f);
 }
 
 static void test_every_truncation(void **state)
@@ -217,12 +283,12 @@ static void test_version_and_limits(void **state)
     (void)state;
     struct out o = small_encoding();
     struct sbf *f = NULL;
-    const unsigned char versions[] = {0, 1, 3, 0xff}; /* this build reads 2 only */
+    const unsigned char versions[] = {0, 1, 4, 0xff}; /* this build reads 2 and 3 */
     for (size_t i = 0; i < sizeof(versions); i++) {
         o.data[8] = versions[i];
         assert_int_equal(decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &f), SBF_EVERSION);
     }
-    o.data[8] = 2;
+    o.data[8] = 3;
 
     assert_int_equal(decode(o.data, o.len, SIZE_MAX, UINT64_MAX, &f), SBF_OK);
     struct sbf_info info;
@@ -282,14 +348,16 @@ static void test_callback_failures(void **state)
         assert_int_equal(b.used, 0);
     }
     assert_true(b.reserves > 0);
-    /* The budget refusing the bits: SBF_ENOMEM, nothing held. */
+    /* The budget refusing the bits: SBF_EBUDGET before any bit is read, nothing held. */
     b.refuse = true;
     struct in r = {.data = o.data, .len = o.len, .step = SIZE_MAX, .fail_at = SIZE_MAX};
     struct sbf *g = NULL;
-    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_ENOMEM);
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_EBUDGET);
+    assert_true(r.pos < 52 + 3 * 28 + 1);
     assert_null(g);
     assert_int_equal(b.used, 0);
-    /* Refusing a later stage after earlier ones were reserved: their bytes come back. */
+    /* Refusing a later stage after earlier ones were reserved (reservation 1 is the whole
+     * filter's, tried and given back): their bytes come back. */
     b.refuse = false;
     for (int from = 2; from <= 3; from++) {
         b.reserves = 0;
@@ -489,13 +557,166 @@ static void test_verify_detects(void **state)
     sbf_free(f);
 }
 
+/* ---- v3 zero runs ---- */
+
+static void fix_checksum(struct out *o)
+{
+    put_u64(o->data + o->len - 8, XXH3_64bits(o->data, o->len - 8));
+}
+
+/* Pages of stage 0 of f that are resident (its memory must be an mmap). */
+static size_t resident_pages(const struct sbf *f)
+{
+    const struct sbf_stage *s = &f->stages[0];
+    assert_true(s->maplen > 0);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (s->maplen + page - 1) / page, in = 0;
+    unsigned char *vec = malloc(n);
+    assert_non_null(vec);
+    assert_int_equal(mincore(s->mem, s->maplen, vec), 0);
+    for (size_t i = 0; i < n; i++)
+        in += vec[i] & 1u;
+    free(vec);
+    return in;
+}
+
+static void test_v3_sizes(void **state)
+{
+    (void)state;
+    /* Empty: a 12 MB stage (an mmap) is one zero run. */
+    struct sbf *f = filled(10000000, SBF_GROWTH_EXPONENTIAL, 6, 0);
+    struct sbf_info info;
+    sbf_info(f, &info);
+    struct out o = encode(f);
+    assert_int_equal(o.len, 52 + 28 + 9 + 8);
+    struct sbf *g = NULL;
+    assert_int_equal(decode(o.data, o.len, 1, UINT64_MAX, &g), SBF_OK);
+    assert_int_equal(sbf_verify(g), SBF_OK);
+    assert_int_equal(resident_pages(g), 0);
+    sbf_free(g);
+    /* The same filter as v2 (every zero written out) decodes without touching a page. */
+    struct out v2 = encode_v2(f);
+    assert_int_equal(v2.len, 52 + 28 + info.bytes + 8);
+    assert_int_equal(decode(v2.data, v2.len, SIZE_MAX, UINT64_MAX, &g), SBF_OK);
+    assert_int_equal(resident_pages(g), 0);
+    struct out o2 = encode(g);
+    assert_int_equal(o2.len, o.len);
+    assert_memory_equal(o2.data, o.data, o.len);
+    free(o2.data);
+    sbf_free(g);
+    free(v2.data);
+    free(o.data);
+
+    /* Sparse: 50 keys touch at most 50 chunks; the stream holds those and their runs, and
+     * the copy is as resident as the original (a huge page may back each touched chunk). */
+    for (uint64_t i = 0; i < 50; i++)
+        assert_int_equal(sbf_add(f, key(6, i), NULL), SBF_OK);
+    o = encode(f);
+    assert_true(o.len <= 52 + 28 + 8 + 50 * (4096 + 18) + 9);
+    assert_int_equal(decode(o.data, o.len, 4096, UINT64_MAX, &g), SBF_OK);
+    assert_true(resident_pages(g) <= resident_pages(f) + 512);
+    for (uint64_t i = 0; i < 50; i++)
+        assert_true(sbf_check(g, key(6, i)));
+    o2 = encode(g);
+    assert_memory_equal(o2.data, o.data, o.len);
+    free(o2.data);
+    sbf_free(g);
+    free(o.data);
+    sbf_free(f);
+
+    /* Full: every chunk raw, runs of 16, the last one shorter; still exact. */
+    f = filled(1000, SBF_GROWTH_EXPONENTIAL, 7, 1000);
+    sbf_info(f, &info);
+    o = encode(f);
+    size_t chunks = (size_t)(info.bytes + 4095) / 4096;
+    assert_int_equal(o.len, 52 + 28 + 8 + info.bytes + 9 * ((chunks + 15) / 16));
+    assert_int_equal(decode(o.data, o.len, 7, UINT64_MAX, &g), SBF_OK);
+    o2 = encode(g);
+    assert_memory_equal(o2.data, o.data, o.len);
+    free(o2.data);
+    sbf_free(g);
+    free(o.data);
+    sbf_free(f);
+}
+
+static void test_v3_not_canonical(void **state)
+{
+    (void)state;
+    struct sbf *f = filled(1000000, SBF_GROWTH_EXPONENTIAL, 8, 0);
+    struct out o = encode(f); /* header, 1 stage, one zero run of every chunk, checksum */
+    size_t run = 52 + 28;
+    uint64_t chunks =
+        o.data[run + 1] | (uint64_t)o.data[run + 2] << 8 | (uint64_t)o.data[run + 3] << 16;
+    struct sbf *g = NULL;
+    struct out bad = {0};
+    /* Two zero runs where one would do. */
+    unsigned char r[9] = {0};
+    assert_int_equal(mem_write(&bad, o.data, run), 0);
+    put_u64(r + 1, 1);
+    assert_int_equal(mem_write(&bad, r, 9), 0);
+    put_u64(r + 1, chunks - 1);
+    assert_int_equal(mem_write(&bad, r, 9), 0);
+    assert_int_equal(mem_write(&bad, o.data + o.len - 8, 8), 0);
+    fix_checksum(&bad);
+    assert_int_equal(decode(bad.data, bad.len, SIZE_MAX, UINT64_MAX, &g), SBF_ECORRUPT);
+    /* A raw chunk of zeros. */
+    bad.len = run;
+    r[0] = 1;
+    put_u64(r + 1, 1);
+    assert_int_equal(mem_write(&bad, r, 9), 0);
+    static unsigned char zero[4096];
+    assert_int_equal(mem_write(&bad, zero, sizeof(zero)), 0);
+    r[0] = 0;
+    put_u64(r + 1, chunks - 1);
+    assert_int_equal(mem_write(&bad, r, 9), 0);
+    assert_int_equal(mem_write(&bad, o.data + o.len - 8, 8), 0);
+    fix_checksum(&bad);
+    assert_int_equal(decode(bad.data, bad.len, SIZE_MAX, UINT64_MAX, &g), SBF_ECORRUPT);
+    /* Raw after a short raw run (the same chunks as one run of 2). */
+    zero[0] = 1;
+    bad.len = run;
+    for (int i = 0; i < 2; i++) {
+        r[0] = 1;
+        put_u64(r + 1, 1);
+        assert_int_equal(mem_write(&bad, r, 9), 0);
+        assert_int_equal(mem_write(&bad, zero, sizeof(zero)), 0);
+    }
+    r[0] = 0;
+    put_u64(r + 1, chunks - 2);
+    assert_int_equal(mem_write(&bad, r, 9), 0);
+    assert_int_equal(mem_write(&bad, o.data + o.len - 8, 8), 0);
+    fix_checksum(&bad);
+    assert_int_equal(decode(bad.data, bad.len, SIZE_MAX, UINT64_MAX, &g), SBF_ECORRUPT);
+    /* Runs past the stage's end, of count 0, of an unknown type. */
+    const uint64_t counts[] = {chunks + 1, 0, UINT64_MAX};
+    for (size_t i = 0; i < 4; i++) {
+        bad.len = 0;
+        assert_int_equal(mem_write(&bad, o.data, o.len), 0);
+        if (i < 3)
+            put_u64(bad.data + run + 1, counts[i]);
+        else
+            bad.data[run] = 2;
+        fix_checksum(&bad);
+        assert_int_equal(decode(bad.data, bad.len, SIZE_MAX, UINT64_MAX, &g), SBF_ECORRUPT);
+    }
+    assert_null(g);
+    free(bad.data);
+    free(o.data);
+    sbf_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),           cmocka_unit_test(test_every_corruption),
-        cmocka_unit_test(test_every_truncation),     cmocka_unit_test(test_version_and_limits),
-        cmocka_unit_test(test_callback_failures),    cmocka_unit_test(test_hostile_headers),
-        cmocka_unit_test(test_encode_beside_writer), cmocka_unit_test(test_verify_detects),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_every_corruption),
+        cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_version_and_limits),
+        cmocka_unit_test(test_callback_failures),
+        cmocka_unit_test(test_hostile_headers),
+        cmocka_unit_test(test_encode_beside_writer),
+        cmocka_unit_test(test_verify_detects),
+        cmocka_unit_test(test_v3_sizes),
+        cmocka_unit_test(test_v3_not_canonical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -756,6 +756,9 @@ static void test_flush_drop_later(void **state)
     char moved[96];
     snprintf(moved, sizeof moved, "%s.away", data_dir);
     assert_int_equal(rename(data_dir, moved), 0);
+    FILE *blocker = fopen(data_dir, "w"); /* a file where the directory was */
+    assert_non_null(blocker);
+    fclose(blocker);
     expect("ADD h x", "ADDED 1");
     const char *r = run_parked("FLUSH h", &l);
     assert_int_equal(l.status, RESULT_SERVER_ERROR);
@@ -764,8 +767,20 @@ static void test_flush_drop_later(void **state)
     assert_true(starts_with(r, "SERVER_ERROR filter dropped from memory, but its file could not "
                                "be removed: open directory "));
     assert_false(exists("h"));
+    assert_int_equal(unlink(data_dir), 0);
     assert_int_equal(rename(moved, data_dir), 0);
     assert_true(file_exists("h.bloom")); /* set aside for the next start, as logged */
+
+    /* A data directory deleted meanwhile is created again by the next snapshot. */
+    expect("CREATE k", "CREATED");
+    expect("ADD k x", "ADDED 1");
+    assert_int_equal(rename(data_dir, moved), 0);
+    assert_string_equal(run_parked("FLUSH k", &l), "OK\r\n");
+    assert_true(file_exists("k.bloom"));
+    assert_false(file_exists("h.bloom"));
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mv '%s' '%s'", data_dir, moved, data_dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 int main(void)

@@ -208,7 +208,7 @@ static void test_bad_values(void **state)
         {"--auth_token", "x", "cannot be a flag"},
         {"--auth-token-file", "/nonexistent/tok", "auth token file"},
         {"--tls-port", "8675", "tls_cert_file"},
-        {"--protected-mode", "maybe", "protected_mode"},
+        {"--protected-mode=maybe", "", "protected_mode"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct config c;
@@ -262,6 +262,88 @@ static void test_bad_files(void **state)
     assert_non_null(strstr(err, "build/no/such/file.conf"));
 }
 
+/* What the INI reader would mishandle is refused with the line, or the kind of file. */
+static void test_refused_files(void **state)
+{
+    (void)state;
+    clear_env();
+    const char *path = "build/test_config_refused.conf";
+    char long_line[400];
+    memset(long_line, 'x', sizeof long_line);
+    memcpy(long_line, "[bloomd]\nlog_file = /", 21);
+    memcpy(long_line + 21 + 200, "\n", 2);
+    static const char *const cases[][2] = {
+        {"[bloomd]\nport = 1\nport = 2\n", "duplicate key 'port'"},
+        {"port = 1\n[bloomd]\nport = 2\n", "duplicate key 'port'"}, /* same namespace */
+        {"[filter a*]\ncapacity = 1\ncapacity = 2\n", "duplicate key 'capacity'"},
+        {NULL, "line 2 is longer than 199 bytes"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        write_file(path, cases[i][0] != NULL ? cases[i][0] : long_line);
+        struct config c;
+        enum config_action a;
+        char *argv[] = {"bloomd", "--config", (char *)path, NULL};
+        assert_int_equal(load(3, argv, &c, &a), CONFIG_EINVAL);
+        if (strstr(err, cases[i][1]) == NULL)
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i][1]);
+    }
+    /* A NUL inside a value. */
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite("[bloomd]\nbind = 127.0.0.1\0junk\n", 1, 32, f);
+    assert_int_equal(fclose(f), 0);
+    struct config c;
+    enum config_action a;
+    char *argv[] = {"bloomd", "--config", (char *)path, NULL};
+    assert_int_equal(load(3, argv, &c, &a), CONFIG_EINVAL);
+    assert_non_null(strstr(err, "line 2 holds a NUL byte"));
+    /* Keys in different templates, and a line of exactly the limit, are fine. */
+    char ok[300];
+    int n = snprintf(ok, sizeof ok,
+                     "[filter a*]\ncapacity = 1\n[filter b*]\ncapacity = 2\n"
+                     "[bloomd]\nlog_file = /");
+    memset(ok + n, 'y', (size_t)(199 - 12));
+    snprintf(ok + n + 199 - 12, sizeof ok - (size_t)n - 187, "\n");
+    write_file(path, ok);
+    if (load(3, argv, &c, &a) != CONFIG_OK)
+        fail_msg("%s", err);
+    assert_int_equal(strlen(c.log_file), 199 - 11);
+    remove(path);
+    /* Not regular files: a character device that never ends, a directory. */
+    char *dev[] = {"bloomd", "--config", "/dev/zero", NULL};
+    assert_int_equal(load(3, dev, &c, &a), CONFIG_EINVAL);
+    assert_non_null(strstr(err, "not a regular file"));
+    char *dir[] = {"bloomd", "--config", "build", NULL};
+    assert_int_equal(load(3, dir, &c, &a), CONFIG_EINVAL);
+    assert_non_null(strstr(err, "is a directory"));
+}
+
+static void test_unknown_env_warned(void **state)
+{
+    (void)state;
+    clear_env();
+    setenv("BLOOMD_MAX_MEMROY", "1G", 1);
+    setenv("BLOOMD_PORT", "99", 1);
+    struct config c;
+    enum config_action a;
+    assert_int_equal(load(1, ARGV(NULL), &c, &a), CONFIG_OK);
+    assert_int_equal(c.port, 99);
+    assert_non_null(strstr(c.warnings, "BLOOMD_MAX_MEMROY"));
+    assert_null(strstr(c.warnings, "BLOOMD_PORT"));
+    unsetenv("BLOOMD_MAX_MEMROY");
+    clear_env();
+    assert_int_equal(load(1, ARGV(NULL), &c, &a), CONFIG_OK);
+    assert_string_equal(c.warnings, "");
+    /* A yes/no flag alone means yes; with a yes/no word it takes it. */
+    char **v = ARGV("--allow-readonly-data-dir", "--port", "5");
+    assert_int_equal(load(4, v, &c, &a), CONFIG_OK);
+    assert_int_equal(c.allow_readonly_data_dir, 1);
+    assert_int_equal(c.port, 5);
+    v = ARGV("--allow-readonly-data-dir", "no");
+    assert_int_equal(load(3, v, &c, &a), CONFIG_OK);
+    assert_int_equal(c.allow_readonly_data_dir, 0);
+}
+
 /* The shipped example documents the real defaults: loading it changes nothing. */
 /* The token comes from the environment, the config file or a file, never a flag. */
 static void test_token_sources(void **state)
@@ -305,11 +387,12 @@ static void test_example_matches_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),      cmocka_unit_test(test_flags_both_forms),
-        cmocka_unit_test(test_count_forms),   cmocka_unit_test(test_actions),
-        cmocka_unit_test(test_precedence),    cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_example_matches_defaults),
-        cmocka_unit_test(test_token_sources),
+        cmocka_unit_test(test_defaults),           cmocka_unit_test(test_flags_both_forms),
+        cmocka_unit_test(test_count_forms),        cmocka_unit_test(test_actions),
+        cmocka_unit_test(test_precedence),         cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_bad_files),          cmocka_unit_test(test_example_matches_defaults),
+        cmocka_unit_test(test_token_sources),      cmocka_unit_test(test_refused_files),
+        cmocka_unit_test(test_unknown_env_warned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,8 +41,8 @@ static void test_lock(void **state)
     char dir[128], pid[32];
     snprintf(dir, sizeof(dir), "%s/a/b/data", top);
     struct datadir a, b;
-    assert_int_equal(datadir_open(&a, dir, err, sizeof(err)), DATADIR_OK);
-    assert_int_equal(datadir_open(&b, dir, err, sizeof(err)), DATADIR_EBUSY);
+    assert_int_equal(datadir_open(&a, dir, false, err, sizeof(err)), DATADIR_OK);
+    assert_int_equal(datadir_open(&b, dir, false, err, sizeof(err)), DATADIR_EBUSY);
     snprintf(pid, sizeof(pid), "(pid %ld,", (long)getpid());
     assert_non_null(strstr(err, pid));
     assert_non_null(strstr(err, "in use by another bloomd"));
@@ -53,7 +53,7 @@ static void test_lock(void **state)
     char lock[160];
     snprintf(lock, sizeof(lock), "%s/LOCK", dir);
     assert_int_equal(access(lock, F_OK), 0);
-    assert_int_equal(datadir_open(&b, dir, err, sizeof(err)), DATADIR_OK);
+    assert_int_equal(datadir_open(&b, dir, false, err, sizeof(err)), DATADIR_OK);
     datadir_close(&b);
 }
 
@@ -66,7 +66,7 @@ static void test_not_a_directory(void **state)
     assert_non_null(f);
     fclose(f);
     struct datadir d;
-    assert_int_equal(datadir_open(&d, file, err, sizeof(err)), DATADIR_EIO);
+    assert_int_equal(datadir_open(&d, file, false, err, sizeof(err)), DATADIR_EIO);
     assert_non_null(strstr(err, "Not a directory"));
 }
 

@@ -31,6 +31,8 @@
 #include "lib/sbf.h"
 #include "server/snapfile.h"
 
+#include <xxhash.h>
+
 #define MAX_LOADED 16
 
 struct loaded {
@@ -412,6 +414,14 @@ static void test_write_fails(void **state)
     check_failure_keeps_old(*state, fail_by_fsize);
 }
 
+static int recreated;
+
+static void on_recreated(void *ctx, const char *msg)
+{
+    assert_non_null(strstr(msg, "had vanished"));
+    (*(int *)ctx)++;
+}
+
 static void test_bad_name_and_dir(void **state)
 {
     struct fixture *fx = *state;
@@ -434,13 +444,31 @@ static void test_bad_name_and_dir(void **state)
     assert_false(snapfile_name_valid(longest));
     assert_true(snapfile_name_valid("a..b"));
 
-    char missing[128];
+    /* A missing directory (deleted while we ran) is created, parents too, and said so. */
+    char missing[128], file[256];
     snprintf(missing, sizeof missing, "%s/no/such/dir", fx->dir);
-    assert_int_equal(snapfile_write(missing, "x", &kind_sbf, f, 0, NULL, NULL, NULL, &err),
+    recreated = 0;
+    snapfile_set_on_dir_recreated(on_recreated, &recreated);
+    assert_int_equal(snapfile_write(missing, "x", &kind_sbf, f, 0, NULL, NULL, NULL, &err), 0);
+    assert_int_equal(recreated, 1);
+    snprintf(file, sizeof file, "%s/x.bloom", missing);
+    assert_int_equal(access(file, F_OK), 0);
+    assert_int_equal(unlink(file), 0);
+    /* Removing from a missing directory is done already. */
+    snprintf(missing, sizeof missing, "%s/gone", fx->dir);
+    assert_int_equal(snapfile_remove(missing, "x", &err), 0);
+    /* One that cannot be created (a file on its path) fails as before. */
+    snprintf(missing, sizeof missing, "%s/x.bloom", fx->dir);
+    write_ok(fx, "x", f);
+    snprintf(file, sizeof file, "%s/x.bloom/sub", fx->dir);
+    assert_int_equal(snapfile_write(file, "x", &kind_sbf, f, 0, NULL, NULL, NULL, &err),
                      SNAPFILE_ESYS);
     assert_int_equal(err.step, SNAPFILE_STEP_OPENDIR);
-    assert_int_equal(err.sys, ENOENT);
-    assert_string_equal(err.file, missing);
+    assert_int_equal(err.sys, ENOTDIR);
+    assert_string_equal(err.file, file);
+    assert_int_equal(recreated, 1);
+    snapfile_set_on_dir_recreated(NULL, NULL);
+    assert_int_equal(unlink(missing), 0);
     assert_int_equal(load(fx, 0, &err), 0); /* the longest name loads back */
     assert_int_equal(fx->nloaded, 1);
     snprintf(missing, sizeof missing, "%s/none", fx->dir);
@@ -480,8 +508,8 @@ static void damage(struct fixture *fx, const char *file, enum damage d)
     unsigned char *buf = slurp(path_of(fx, file, path, sizeof path), &len);
     assert_true(len > 64);
     switch (d) {
-    case FLIP_HEADER:
-        buf[9] ^= 0x20;
+    case FLIP_HEADER: /* the journal position: only the header checksum guards it */
+        buf[17] ^= 0x20;
         break;
     case FLIP_BODY:
         buf[len / 2] ^= 0x01;
@@ -654,7 +682,9 @@ static void test_load_limits(void **state)
     fx->refuse_loaded = 7;
     assert_int_equal(load(fx, 0, &err), SNAPFILE_ECALLER);
     fx->refuse_loaded = 0;
-    assert_int_equal(load(fx, sbf_encoded_size(f), &err), 0);
+    struct sbf_info info;
+    sbf_info(f, &info);
+    assert_int_equal(load(fx, info.bytes, &err), 0);
     assert_int_equal(fx->nloaded, 1);
     sbf_free(f);
 }
@@ -775,6 +805,91 @@ static void test_load_v2_fixtures(void **state)
     }
 }
 
+static bool refuse_all(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    (void)bytes;
+    return false;
+}
+
+/* Valid files this daemon cannot load now are set aside as such, never called corrupt;
+ * sparse ones are; links are left alone; none of it stops the scan. */
+static void test_load_sets_aside_unloadable(void **state)
+{
+    struct fixture *fx = *state;
+    struct sbf *f = make_filter(100000, SBF_GROWTH_EXPONENTIAL, "u", 10);
+    char path[512], target[512];
+    size_t len;
+    write_ok(fx, "good", f);
+    unsigned char *good = slurp(path_of(fx, "good.bloom", path, sizeof path), &len);
+    unsigned char *buf = malloc(len);
+    assert_non_null(buf);
+    /* Container version 4, header checksum not even right: a newer layout. */
+    memcpy(buf, good, len);
+    buf[8] = 4;
+    spit(path_of(fx, "newer.bloom", path, sizeof path), buf, len);
+    /* An unknown kind tag under a correct header checksum. */
+    memcpy(buf, good, len);
+    buf[12] = 0x77;
+    uint64_t sum = XXH3_64bits(buf, 24);
+    for (unsigned i = 0; i < 8; i++)
+        buf[24 + i] = (unsigned char)(sum >> (8 * i));
+    spit(path_of(fx, "kind.bloom", path, sizeof path), buf, len);
+    /* A v2 file (bare sbf stream) of sbf payload version 9. */
+    memcpy(buf, "BLOOMSBF\x09\0\0\0", 12);
+    spit(path_of(fx, "newsbf.bloom", path, sizeof path), buf, 64);
+    /* Sparse: a header, then 64 MiB of holes. */
+    spit(path_of(fx, "holes.bloom", path, sizeof path), good, 200);
+    assert_int_equal(truncate(path, 64 << 20), 0);
+    /* A link to a valid snapshot elsewhere. */
+    snprintf(target, sizeof target, "%s/elsewhere", fx->dir);
+    assert_int_equal(mkdir(target, 0755), 0);
+    snprintf(target, sizeof target, "%s/elsewhere/t.bloom", fx->dir);
+    spit(target, good, len);
+    assert_int_equal(symlink(target, path_of(fx, "link.bloom", path, sizeof path)), 0);
+
+    struct snapfile_error err;
+    assert_int_equal(load(fx, 0, &err), 0);
+    assert_int_equal(fx->nloaded, 1);
+    const char *unsupported[] = {"newer.bloom", "kind.bloom", "newsbf.bloom"};
+    for (size_t i = 0; i < 3; i++) {
+        struct report *r = find_report(fx, unsupported[i]);
+        assert_non_null(r);
+        assert_int_equal(r->ev, SNAPFILE_EV_SET_ASIDE);
+        assert_non_null(strstr(r->moved_to, ".bloom.unsupported-"));
+        assert_true(exists(fx, r->moved_to));
+    }
+    struct report *r = find_report(fx, "holes.bloom");
+    assert_int_equal(r->ev, SNAPFILE_EV_QUARANTINED);
+    assert_non_null(strstr(r->reason, "sparse"));
+    r = find_report(fx, "link.bloom");
+    assert_int_equal(r->ev, SNAPFILE_EV_IGNORED);
+    assert_non_null(strstr(r->reason, "symbolic link"));
+    assert_true(exists(fx, "link.bloom"));
+    size_t tlen;
+    unsigned char *t = slurp(target, &tlen);
+    assert_int_equal(tlen, len);
+    assert_memory_equal(t, good, len);
+    free(t);
+    for (size_t i = 0; i < fx->nloaded; i++)
+        sbf_free(fx->loaded[i].f);
+
+    /* Over the budget: set aside as .toobig-, checked before anything is read. */
+    fx->nloaded = fx->nreports = 0;
+    struct sbf_budget none = {.reserve = refuse_all};
+    struct snapfile_load_ops ops = {.loaded = on_loaded, .report = on_report, .ctx = fx};
+    assert_int_equal(snapfile_load_dir(fx->dir, 0, &none, &ops, &err), 0);
+    assert_int_equal(fx->nloaded, 0);
+    r = find_report(fx, "good.bloom");
+    assert_non_null(r);
+    assert_int_equal(r->ev, SNAPFILE_EV_SET_ASIDE);
+    assert_non_null(strstr(r->moved_to, "good.bloom.toobig-"));
+    assert_non_null(strstr(r->reason, "max_memory"));
+    free(buf);
+    free(good);
+    sbf_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -793,6 +908,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_skips_foreign_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_while_adding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_v2_fixtures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_sets_aside_unloadable, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
