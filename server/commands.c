@@ -243,8 +243,13 @@ static uint64_t journal_setop(struct server *srv, const struct proto_request *re
         return 0; /* logged by nobody: the next snapshot still has the result */
     struct proto_slice rest = req->args, name;
     size_t n = 0;
-    while (n < req->nargs && proto_next_arg(&rest, &name))
-        src[n++] = (struct journal_name){name.ptr, name.len};
+    while (n < req->nargs && proto_next_arg(&rest, &name)) {
+        bool seen = false; /* at most SETOP_MAX_SOURCES distinct: cmd_setop checked */
+        for (size_t i = 0; i < n && !seen; i++)
+            seen = src[i].len == name.len && memcmp(src[i].ptr, name.ptr, name.len) == 0;
+        if (!seen)
+            src[n++] = (struct journal_name){name.ptr, name.len};
+    }
     struct journal_record rec = {.type = req->cmd == PROTO_CMD_INTERSECT ? JOURNAL_INTERSECT
                                                                          : JOURNAL_UNION,
                                  .name = {req->name.ptr, req->name.len},
@@ -449,10 +454,17 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
     return durable_reply(srv, pos, res, later);
 }
 
+/*
+ * UNION/INTERSECT: at most this many distinct sources (a name repeated counts once), so
+ * one request line cannot make the loop work for long: each source costs a pass over
+ * the destination's bits.
+ */
+#define SETOP_MAX_SOURCES 64
+
 struct setop {
-    struct proto_slice srcs; /* the source names */
-    struct filter *skip;     /* a source whose bits are there already (dst, or its copy) */
-    struct server *srv;
+    struct filter *src[SETOP_MAX_SOURCES]; /* the distinct sources, one reference each */
+    size_t n;
+    struct filter *skip; /* a source whose bits are there already (dst, or its copy) */
     bool intersect;
     int rc;
 };
@@ -460,12 +472,10 @@ struct setop {
 /* Applies every source to obj; sources were checked to exist and be compatible. */
 static void apply_sources(const struct kind_ops *ops, void *obj, struct setop *op)
 {
-    struct proto_slice rest = op->srcs, name;
-    while (op->rc == SBF_OK && proto_next_arg(&rest, &name)) {
-        struct filter *src = registry_get(op->srv->reg, name.ptr, name.len);
-        if (src != op->skip)
+    for (size_t i = 0; i < op->n && op->rc == SBF_OK; i++) {
+        struct filter *src = op->src[i];
+        if (src != NULL && src != op->skip)
             op->rc = op->intersect ? ops->intersect(obj, src->obj) : ops->merge(obj, src->obj);
-        filter_unref(src);
     }
 }
 
@@ -488,15 +498,22 @@ static int copy_obj(struct server *srv, const struct filter *src, void **out)
     return rc;
 }
 
+static void setop_release(struct setop *op)
+{
+    for (size_t i = 0; i < op->n; i++)
+        filter_unref(op->src[i]);
+    op->n = 0;
+}
+
 /*
- * Checks every source of a set operation: exists, same kind and parameters as the
- * first, mergeable. Returns the first source (with a reference) or NULL with res set.
+ * Collects the distinct sources of a set operation into op: each exists, has the kind
+ * and parameters of the first, and can be merged. Returns true, or false with res set
+ * (and nothing held).
  */
-static struct filter *check_sources(struct server *srv, const struct proto_request *req,
-                                    struct result *res, bool intersect, bool *any_grown)
+static bool check_sources(struct server *srv, const struct proto_request *req, struct result *res,
+                          struct setop *op, bool *any_grown)
 {
     struct proto_slice rest = req->args, name;
-    struct filter *first = NULL;
     *any_grown = false;
     while (proto_next_arg(&rest, &name)) {
         struct filter *src = lookup(srv, name);
@@ -504,14 +521,23 @@ static struct filter *check_sources(struct server *srv, const struct proto_reque
             not_found(res, name);
             goto fail;
         }
-        bool ok =
-            first == NULL || (first->ops == src->ops && src->ops->compatible(first->obj, src->obj));
-        bool can = intersect ? src->ops->intersect != NULL : src->ops->merge != NULL;
-        *any_grown |= src->ops->grown(src->obj);
-        if (first == NULL)
-            first = src;
-        else
+        bool seen = false;
+        for (size_t i = 0; i < op->n && !seen; i++)
+            seen = op->src[i] == src;
+        if (seen) {
             filter_unref(src);
+            continue;
+        }
+        struct filter *first = op->n > 0 ? op->src[0] : src;
+        bool ok = first->ops == src->ops && src->ops->compatible(first->obj, src->obj);
+        bool can = op->intersect ? src->ops->intersect != NULL : src->ops->merge != NULL;
+        if (op->n == SETOP_MAX_SOURCES) {
+            filter_unref(src);
+            result_set(res, RESULT_CLIENT_ERROR, "too many source filters (at most 64 distinct)");
+            goto fail;
+        }
+        op->src[op->n++] = src;
+        *any_grown |= src->ops->grown(src->obj);
         if (!can) {
             lib_error(res, SBF_ENOTSUP);
             goto fail;
@@ -521,21 +547,22 @@ static struct filter *check_sources(struct server *srv, const struct proto_reque
             goto fail;
         }
     }
-    if (first == NULL) /* the parser guarantees a source; stay safe anyway */
-        result_set(res, RESULT_CLIENT_ERROR, "no source filters");
-    return first;
+    if (op->n > 0)
+        return true;
+    result_set(res, RESULT_CLIENT_ERROR, "no source filters"); /* the parser prevents it */
 fail:
-    filter_unref(first);
-    return NULL;
+    setop_release(op);
+    return false;
 }
 
 static void cmd_setop(struct server *srv, const struct proto_request *req, struct result *res,
                       bool intersect)
 {
     bool any_grown;
-    struct filter *first = check_sources(srv, req, res, intersect, &any_grown);
-    if (first == NULL)
+    struct setop op = {.intersect = intersect};
+    if (!check_sources(srv, req, res, &op, &any_grown))
         return;
+    struct filter *first = op.src[0];
     struct filter *dst = lookup(srv, req->name);
     int rc = SBF_OK;
     if (dst != NULL && !(dst->ops == first->ops && dst->ops->compatible(dst->obj, first->obj)))
@@ -545,11 +572,14 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
     if (rc != SBF_OK)
         goto done;
 
-    if (first == dst) { /* hold dst once: registry_with_exclusive() counts our references */
-        filter_unref(first);
-        first = NULL;
+    /* dst as a source adds nothing; hold it once: registry_with_exclusive() counts refs. */
+    for (size_t i = 0; i < op.n && dst != NULL; i++) {
+        if (op.src[i] == dst) {
+            filter_unref(op.src[i]);
+            op.src[i] = NULL;
+        }
     }
-    struct setop op = {.srcs = req->args, .skip = dst, .srv = srv, .intersect = intersect};
+    op.skip = dst;
     void *fresh = NULL;
     if (dst == NULL) {
         /* A missing destination starts as a copy of the first source: skip applying it. */
@@ -579,7 +609,7 @@ static void cmd_setop(struct server *srv, const struct proto_request *req, struc
     }
     rc = op.rc;
 done:
-    filter_unref(first);
+    setop_release(&op);
     filter_unref(dst);
     if (rc != SBF_OK)
         lib_error(res, rc);

@@ -267,3 +267,22 @@ def test_create_existing_with_other_parameters(client):
 def test_capacity_count_forms(client, value, want):
     assert client.cmd("CREATE n capacity=%s" % value) == "CREATED"
     assert "STAT capacity %d" % want in client.block("INFO n")
+
+
+def test_set_operation_sources_deduplicated_and_capped(client):
+    """One line naming a filter thousands of times costs one pass (issue 16); more than 64
+    distinct sources are refused before anything changes."""
+    import time
+    assert client.cmd("CREATE s capacity=1000000") == "CREATED"
+    client.add("s", ["a", "b"])
+    t0 = time.monotonic()
+    assert client.cmd("INTERSECT dst " + " ".join(["s"] * 20000)) == "OK"
+    assert client.cmd("UNION dst2 " + " ".join(["s"] * 20000)) == "OK"
+    assert time.monotonic() - t0 < 5
+    assert client.check("dst", ["a", "b"]) == [True, True]
+    for i in range(65):
+        assert client.cmd("CREATE m%d capacity=1000" % i) == "CREATED"
+    assert client.cmd("UNION u " + " ".join("m%d" % i for i in range(64))) == "OK"
+    reply = client.cmd("UNION u2 " + " ".join("m%d" % i for i in range(65)))
+    assert reply == "CLIENT_ERROR too many source filters (at most 64 distinct)", reply
+    assert client.cmd("INFO u2") == "NOT_FOUND"
