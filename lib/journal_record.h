@@ -10,7 +10,7 @@
  *   16 u64 XXH3-64 of bytes [0,16)                 (a torn or damaged header is told apart)
  *   24 payload[L]                 24+L u64 XXH3-64 of bytes [0, 24+L)
  * Payloads ("name" = u8 length 1..JOURNAL_NAME_MAX, then the bytes):
- *   ADD       name, u32 n (1..JOURNAL_MAX_HASHES), n x (u64 lo, u64 hi)
+ *   ADD       name, u32 n (1..JOURNAL_MAX_HASHES), n x (u64 lo, u64 hi)   DELETE: same
  *   CREATE    name, u32 kind tag, u32 m (<= JOURNAL_MAX_PARAMS), m opaque bytes
  *   DROP      name                 CLEAR   name
  *   UNION     name (dst), u16 n (1..JOURNAL_MAX_SOURCES), n x name    INTERSECT: same
@@ -46,6 +46,7 @@ enum journal_type {
     JOURNAL_UNION = 5,     /* name |= each of sources, in order */
     JOURNAL_INTERSECT = 6, /* name &= each of sources, in order */
     JOURNAL_ROTATE = 7,    /* a windowed filter advanced to time_ms */
+    JOURNAL_DELETE = 8,    /* keys removed from an expandable filter (payload as ADD) */
 };
 
 /* A borrowed name; never NUL-terminated. */

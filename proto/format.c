@@ -241,6 +241,7 @@ static const char *const help_lines[] = {
     "FLUSH [<name>]",
     "STATS",
     "VERSION",
+    "DELETE <name> <key>...   (expandable filters only)",
     "HELP",
     "QUIT",
     "AUTH <token>",
@@ -270,6 +271,9 @@ void proto_format_result(struct proto_buf *b, const struct result *r)
         break;
     case RESULT_COUNT:
         proto_reply_count(b, "ADDED", r->count);
+        break;
+    case RESULT_REMOVED:
+        proto_reply_count(b, "REMOVED", r->count);
         break;
     case RESULT_BITS:
         proto_reply_bits(b, r->bits, r->nbits, true);

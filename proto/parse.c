@@ -26,6 +26,7 @@ static const struct cmd_entry cmd_table[] = {
     {"FLUSH", PROTO_CMD_FLUSH},       {"STATS", PROTO_CMD_STATS},
     {"VERSION", PROTO_CMD_VERSION},   {"HELP", PROTO_CMD_HELP},
     {"QUIT", PROTO_CMD_QUIT},         {"AUTH", PROTO_CMD_AUTH},
+    {"DELETE", PROTO_CMD_DELETE},
 };
 
 #define CMD_COUNT (sizeof(cmd_table) / sizeof(cmd_table[0]))
@@ -430,6 +431,7 @@ static int parse_line(const char *line, size_t n, struct proto_request *req)
     case PROTO_CMD_ADD:
     case PROTO_CMD_CHECK:
     case PROTO_CMD_CHECKADD:
+    case PROTO_CMD_DELETE:
         return parse_keys(rest, req);
     case PROTO_CMD_UNION:
     case PROTO_CMD_INTERSECT:

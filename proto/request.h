@@ -33,7 +33,8 @@ enum proto_cmd {
     PROTO_CMD_VERSION,
     PROTO_CMD_HELP,
     PROTO_CMD_QUIT,
-    PROTO_CMD_AUTH, /* last: STATS_NCMD counts up to it */
+    PROTO_CMD_AUTH,
+    PROTO_CMD_DELETE, /* expandable filters only; last: STATS_NCMD counts up to it */
 };
 
 /* CREATE options; a bit in `set` says the option was given (else the server default). */

@@ -225,6 +225,8 @@ const char *result_status_name(enum result_status st)
         return "DELETED";
     case RESULT_COUNT:
         return "COUNT";
+    case RESULT_REMOVED:
+        return "REMOVED";
     case RESULT_BITS:
         return "BITS";
     case RESULT_FIELDS:

@@ -20,6 +20,7 @@ enum result_status {
     RESULT_NOT_FOUND,    /* the filter named in `text` does not exist */
     RESULT_DELETED,      /* DROP removed it */
     RESULT_COUNT,        /* `count` (ADD: keys that were new) */
+    RESULT_REMOVED,      /* `count` (DELETE: keys removed) */
     RESULT_BITS,         /* bits[0..nbits): per key present (CHECK) or was present (CHECKADD) */
     RESULT_FIELDS,       /* fields[0..nfields) (INFO of a filter, STATS) */
     RESULT_ROWS,         /* rows[0..nrows) (LIST) */

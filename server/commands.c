@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/expandable.h"
 #include "lib/kind.h"
 #include "proto/number.h"
 #include "server/clock.h"
@@ -386,6 +387,59 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
     }
     res->status = RESULT_COUNT;
     res->count = added;
+    return durable_reply(srv, pos, res, later);
+}
+
+/*
+ * DELETE: expandable filters store fingerprints, so they can remove one. Deleting a key
+ * never added may remove another key with the same fingerprint (a false negative): the
+ * caller must only delete what it added (PROTOCOL.md).
+ */
+static int cmd_delete(struct server *srv, const struct proto_request *req, struct result *res,
+                      struct completion *later)
+{
+    if (durable_check(srv, res) != 0)
+        return CMD_DONE;
+    struct filter *f = lookup(srv, req->name);
+    if (f == NULL) {
+        not_found(res, req->name);
+        return CMD_DONE;
+    }
+    if (f->ops != &kind_expandable) {
+        filter_unref(f);
+        result_set(res, RESULT_CLIENT_ERROR,
+                   "DELETE needs an expandable filter (CREATE ... kind=expandable): a Bloom "
+                   "filter cannot forget a key");
+        return CMD_DONE;
+    }
+    struct sbf_hash h[COMMANDS_BATCH];
+    struct proto_slice rest = req->args, key;
+    uint64_t removed = 0, pos = 0;
+    int rc = SBF_OK;
+    bool more = true;
+    while (more && rc == SBF_OK) {
+        size_t n = 0;
+        while (n < COMMANDS_BATCH && (more = proto_next_key(req, &rest, &key)))
+            h[n++] = sbf_hash_key(key.ptr, key.len);
+        size_t k = 0;
+        if (n > 0)
+            rc = expandable_delete_batch(f->obj, h, n, &k);
+        if (k > 0 && durable_on(srv)) {
+            struct journal_record rec = {
+                .type = JOURNAL_DELETE, .name = jname(f), .hashes = h, .nhashes = n};
+            pos = durable_append(srv, NULL, &rec);
+        }
+        removed += k;
+    }
+    if (removed > 0)
+        filter_touch(f);
+    filter_unref(f);
+    if (rc != SBF_OK) {
+        lib_error(res, rc);
+        return CMD_DONE;
+    }
+    res->status = RESULT_REMOVED;
+    res->count = removed;
     return durable_reply(srv, pos, res, later);
 }
 
@@ -1030,6 +1084,8 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
     case PROTO_CMD_HELP:
         result_set(res, RESULT_HELP, NULL);
         break;
+    case PROTO_CMD_DELETE:
+        return cmd_delete(srv, req, res, later);
     case PROTO_CMD_QUIT:
         result_set(res, RESULT_CLOSE, NULL);
         break;

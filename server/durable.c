@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/expandable.h"
 #include "lib/le.h"
 #include "server/clock.h"
 #include "server/commands.h"
@@ -197,6 +198,12 @@ static int apply(void *ctx, const struct journal_record *rec)
     case JOURNAL_ADD: {
         size_t added;
         rc = f->ops->add_batch(f->obj, rec->hashes, rec->nhashes, &added);
+        break;
+    }
+    case JOURNAL_DELETE: {
+        size_t deleted;
+        if (f->ops == &kind_expandable)
+            rc = expandable_delete_batch(f->obj, rec->hashes, rec->nhashes, &deleted);
         break;
     }
     case JOURNAL_CLEAR:

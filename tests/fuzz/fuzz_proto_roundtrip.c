@@ -140,7 +140,7 @@ static void put_create_options(struct line *l, struct source *s, struct expect *
 static void build(struct source *s, struct line *l, struct expect *e)
 {
     memset(e, 0, sizeof(*e));
-    e->cmd = (enum proto_cmd)(take(s) % (PROTO_CMD_AUTH + 1));
+    e->cmd = (enum proto_cmd)(take(s) % (PROTO_CMD_DELETE + 1));
     if (take(s) & 1)
         put(l, "  ", 2);
     put_cmd(l, s, e->cmd);
@@ -156,6 +156,7 @@ static void build(struct source *s, struct line *l, struct expect *e)
     case PROTO_CMD_ADD:
     case PROTO_CMD_CHECK:
     case PROTO_CMD_CHECKADD:
+    case PROTO_CMD_DELETE:
     case PROTO_CMD_UNION:
     case PROTO_CMD_INTERSECT: {
         bool names = e->cmd == PROTO_CMD_UNION || e->cmd == PROTO_CMD_INTERSECT;

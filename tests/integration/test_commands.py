@@ -216,7 +216,8 @@ def test_quit(client):
     ("CREATE f growth=fast", "CLIENT_ERROR growth must be exponential or linear 'fast'"),
     ("FOO", "ERROR unknown command 'FOO'"),
     ("CREAT x", "ERROR unknown command 'CREAT'"),
-    ("DELETE f", "ERROR unknown command 'DELETE'"),
+    ("DELETE f", "CLIENT_ERROR wrong number of arguments: no keys"),
+    ("DELET f", "ERROR unknown command 'DELET'"),
 ])
 def test_protocol_error_table(client, request_line, reply):
     """The reasons of PROTOCOL.md's error table, end to end; the line is not executed."""
