@@ -10,54 +10,22 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "tests/fuzz/fuzz_io.h"
+
 #include "lib/expandable.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-struct in {
-    const uint8_t *data;
-    size_t len, pos;
-};
-
-static long mem_read(void *ctx, void *buf, size_t len)
-{
-    struct in *r = ctx;
-    size_t n = r->len - r->pos;
-    if (n > len)
-        n = len;
-    /* Odd-sized reads, decided by the input itself, exercise the refill loops. */
-    if (n > 1 && r->len > 0 && (r->data[r->len - 1] & 1u))
-        n = n / 2 + 1;
-    memcpy(buf, r->data + r->pos, n);
-    r->pos += n;
-    return (long)n;
-}
-
-struct cmp {
-    const uint8_t *want;
-    size_t len, pos;
-};
-
-/* A writer that compares instead of storing: fails at the first differing byte. */
-static int cmp_write(void *ctx, const void *buf, size_t len)
-{
-    struct cmp *c = ctx;
-    if (len > c->len - c->pos || memcmp(c->want + c->pos, buf, len) != 0)
-        return -1;
-    c->pos += len;
-    return 0;
-}
-
 static void round_trip(const uint8_t *data, size_t size)
 {
-    struct in r = {.data = data, .len = size};
+    struct fuzz_in r = {.data = data, .len = size};
     struct expandable *f = NULL;
-    if (expandable_decode(mem_read, &r, 1u << 20, NULL, &f) != SBF_OK)
+    if (expandable_decode(fuzz_read, &r, 1u << 20, NULL, &f) != SBF_OK)
         return;
     if (expandable_verify(f) != SBF_OK)
         abort();
-    struct cmp c = {.want = data, .len = size};
-    if (expandable_encode(f, cmp_write, &c) != SBF_OK || c.pos != size ||
+    struct fuzz_cmp c = {.want = data, .len = size};
+    if (expandable_encode(f, fuzz_cmp_write, &c) != SBF_OK || c.pos != size ||
         expandable_encoded_size(f) != size)
         abort();
     struct sbf_hash h[64];

@@ -259,3 +259,19 @@ def client(bloomd):
     """A connection to the default daemon."""
     with bloomd.client() as c:
         yield c
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 6 MB tmpfs (full disks: ENOSPC); skips, saying why, where mount is not allowed."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN): "
+                    + res.stderr.strip())
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -7,7 +7,6 @@ on, recovering by itself. Every load loop is bounded in count and time."""
 import os
 import random
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -170,19 +169,6 @@ def test_torn_tail_and_damaged_middle(daemon_factory):
         assert all(c.check("f", ["k0-%d" % j for j in range(50)]))  # before the damage
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path):
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN): "
-                    + res.stderr.strip())
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_enospc_refuses_writes_and_recovers(daemon_factory, small_fs: Path):

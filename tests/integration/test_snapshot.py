@@ -8,7 +8,6 @@ kill test (50 kills of a ~137 MB filter; default 12 of ~69 MB).
 import os
 import random
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -365,19 +364,6 @@ def test_kill9_during_snapshots_never_tears(daemon_factory):
 
 # ---- ENOSPC ----
 
-@pytest.fixture
-def small_fs(tmp_path: Path):
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN): "
-                    + res.stderr.strip())
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_enospc_keeps_old_snapshot_and_recovers(daemon_factory, small_fs: Path):
