@@ -170,7 +170,49 @@ static double right_sized(uint64_t n)
     return (double)sbf_first_stage_bytes(&p) / (double)n;
 }
 
-/* Usage: bench_lib [full]: "full" (or BENCH_100M=1) adds the 100M-key rows. */
+/*
+ * The sizing table of the README: bytes per key and measured false positives of a blocked
+ * filter holding 1M keys, by promised error, created for them (1x) or for a tenth and
+ * grown 10x exponentially or linearly (the defaults otherwise).
+ */
+static void sizing_table(void)
+{
+    static const double errors[] = {0.1, 0.01, 0.001, 0.0001};
+    const uint64_t n = 1000000;
+    printf("sizing: bytes per key (measured false positives) of a blocked filter holding %.0fM "
+           "keys\n%-8s | %-18s | %-18s | %-18s\n",
+           (double)n / 1e6, "error", "sized 1x", "grown 10x exp.", "grown 10x linear");
+    for (size_t e = 0; e < sizeof errors / sizeof errors[0]; e++) {
+        printf("%-8g", errors[e]);
+        for (int mode = 0; mode < 3; mode++) {
+            struct sbf_params p;
+            sbf_params_default(&p);
+            p.error = errors[e];
+            p.capacity = mode == 0 ? n : n / 10;
+            if (mode == 2)
+                p.growth = SBF_GROWTH_LINEAR;
+            struct sbf *f = NULL;
+            int rc = sbf_new(&p, NULL, &f);
+            if (rc != SBF_OK)
+                die("sbf_new", rc);
+            for (uint64_t i = 0; i < n; i++)
+                if ((rc = sbf_add(f, key(11, i), NULL)) != SBF_OK)
+                    die("sbf_add", rc);
+            uint64_t fps = 0;
+            for (uint64_t i = 0; i < ABSENT; i++)
+                fps += sbf_check(f, key(12, i));
+            struct sbf_info info;
+            sbf_info(f, &info);
+            printf(" | %6.2f (%7.4f%%)  ", (double)info.bytes / (double)n,
+                   100.0 * (double)fps / (double)ABSENT);
+            sbf_free(f);
+        }
+        printf("\n");
+    }
+}
+
+/* Usage: bench_lib [full|sizing]: "full" (or BENCH_100M=1) adds the 100M-key rows;
+ * "sizing" prints only the README's sizing table. */
 #define WIN_MS 3600000 /* window=1h */
 #define WIN_G 4
 #define WIN_BATCH 100 /* keys per CHECKADD line */
@@ -322,6 +364,10 @@ static void click_stream(uint64_t c)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "sizing") == 0) {
+        sizing_table();
+        return 0;
+    }
     bool full = (argc > 1 && strcmp(argv[1], "full") == 0) ||
                 (getenv("BENCH_100M") && strcmp(getenv("BENCH_100M"), "1") == 0);
     printf("bench_lib: error 1%%; keys/s in millions, hash included; batches of %d; check = "
