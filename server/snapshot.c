@@ -37,13 +37,23 @@
 /* Nice value of the job thread (the event loop keeps the process's, normally 0). */
 #define SNAPSHOT_NICE 10
 
+struct snap_job;
+
 struct snapshotter {
     struct server *srv;
     struct jobs *jobs;
-    pthread_mutex_t lock; /* guards periodic_queued and stats */
-    bool periodic_queued; /* a timer job is queued or running: skip the next tick */
+    pthread_mutex_t lock;     /* guards periodic_queued, flushes and stats */
+    struct snap_job *flushes; /* queued FLUSH <name> jobs not started yet (merge targets) */
+    bool periodic_queued;     /* a timer job is queued or running: skip the next tick */
     struct snapshot_stats stats;
     struct event *timer; /* every snapshot_interval seconds; NULL if disabled */
+};
+
+/* A FLUSH that arrived while an identical one waited in the queue: it shares that write. */
+struct waiter {
+    struct waiter *next;
+    snapshot_done_fn done;
+    void *arg;
 };
 
 enum snap_job_kind {
@@ -62,6 +72,10 @@ struct snap_job {
     bool all;                      /* SNAP_WRITE of every dirty filter */
     snapshot_done_fn done;         /* FLUSH, DROP: called on the event loop; else NULL */
     void *arg;
+    struct waiter *waiters;      /* more FLUSHes of the same filter merged into this write */
+    struct filter *target;       /* FLUSH <name>: the filter; else NULL */
+    struct snap_job *next_flush; /* s->flushes */
+    bool started;                /* the job thread took it (under s->lock) */
     uint64_t covered; /* SNAP_WRITE: journal position when queued: what the files cover */
     int err;          /* result: 0 or SNAPSHOT_EIO */
     char why[256];    /* the first failure */
@@ -183,6 +197,17 @@ static void run_delete(struct snap_job *j)
 static void snap_run(struct job *job)
 {
     struct snap_job *j = (struct snap_job *)job;
+    if (j->target != NULL) { /* from now on a new FLUSH needs a write of its own */
+        struct snapshotter *s = j->s;
+        pthread_mutex_lock(&s->lock);
+        j->started = true;
+        struct snap_job **pp = &s->flushes;
+        while (*pp != NULL && *pp != j)
+            pp = &(*pp)->next_flush;
+        if (*pp == j)
+            *pp = j->next_flush;
+        pthread_mutex_unlock(&s->lock);
+    }
     if (j->kind == SNAP_WRITE)
         run_write(j);
     else
@@ -195,6 +220,8 @@ static void snap_done(struct job *job)
 {
     struct snap_job *j = (struct snap_job *)job;
     j->done(j->arg, j->err, j->why);
+    for (struct waiter *w = j->waiters; w != NULL; w = w->next)
+        w->done(w->arg, j->err, j->why);
 }
 
 static void snap_free(struct job *job)
@@ -203,6 +230,11 @@ static void snap_free(struct job *job)
     for (size_t i = 0; i < j->n; i++)
         filter_unref(j->filters[i]);
     free(j->filters);
+    while (j->waiters != NULL) {
+        struct waiter *w = j->waiters;
+        j->waiters = w->next;
+        free(w);
+    }
     free(j);
 }
 
@@ -282,11 +314,46 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     jobs_post(s->jobs, &j->job);
 }
 
+/*
+ * FLUSH <name> while a FLUSH of the same filter waits in the queue, not started: that
+ * write starts after this request arrived, so it covers it too; share it. Returns true if
+ * merged. (FLUSH of every filter is not merged: its job collected the filters when it was
+ * queued, and a filter created since would not be covered.)
+ */
+static bool merge_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg)
+{
+    struct waiter *w = malloc(sizeof *w);
+    if (w == NULL)
+        return false;
+    *w = (struct waiter){.done = done, .arg = arg};
+    pthread_mutex_lock(&s->lock);
+    struct snap_job *j = s->flushes;
+    while (j != NULL && !(j->target == f && !j->started))
+        j = j->next_flush;
+    if (j != NULL) {
+        w->next = j->waiters;
+        j->waiters = w;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (j == NULL)
+        free(w);
+    return j != NULL;
+}
+
 int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg)
 {
+    if (f != NULL && done != NULL && merge_flush(s, f, done, arg))
+        return 0;
     struct snap_job *j = write_job(s, f, done, arg);
     if (j == NULL)
         return SNAPSHOT_ENOMEM;
+    if (f != NULL && done != NULL) {
+        j->target = f; /* j holds a reference to f */
+        pthread_mutex_lock(&s->lock);
+        j->next_flush = s->flushes;
+        s->flushes = j;
+        pthread_mutex_unlock(&s->lock);
+    }
     jobs_post(s->jobs, &j->job);
     return 0;
 }

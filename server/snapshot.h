@@ -53,7 +53,10 @@ typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
  * Queues a write of f (NULL: every filter) if it changed since its last snapshot, behind
  * every job already queued (so an earlier DROP's delete or write is done first), and
  * calls done(arg, ...) on the event loop once that is durable. The job holds its own
- * references. Returns 0, or SNAPSHOT_ENOMEM and done is never called.
+ * references. A FLUSH of one filter that finds a FLUSH of the same filter queued and not
+ * started shares that write (it starts after both arrived), so clients looping FLUSH
+ * cause one write at a time, not a growing queue. Returns 0, or SNAPSHOT_ENOMEM and done
+ * is never called.
  */
 int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg);
 

@@ -404,3 +404,42 @@ def test_enospc_keeps_old_snapshot_and_recovers(daemon_factory, small_fs: Path):
     c = d.client(TIMEOUT)
     assert all(c.check("f", keys("old", 500) + keys("new", 500)))
     c.close()
+
+
+def test_concurrent_flushes_share_writes(daemon_factory):
+    """4 clients looping FLUSH of one big dirty filter (issue 16): FLUSHes queued behind a
+    running write share the next one, so each answers within about two write times, and
+    there are fewer writes than FLUSHes."""
+    import threading
+    d = daemon_factory(NO_TIMER)
+    with d.client(TIMEOUT) as c:
+        assert c.cmd("CREATE big capacity=20000000") == "CREATED"  # ~34 MB of bits
+        c.add("big", keys("b", 1000))
+        assert c.cmd("FLUSH big") == "OK"
+        one = int(c.stats()["snapshot_last_duration_ms"]) / 1000.0
+    waits, errors, stop = [], [], threading.Event()
+
+    def flusher():
+        with d.client(TIMEOUT) as cc:
+            for i in range(6):
+                cc.add("big", ["%s-%d" % (threading.get_ident(), i)])  # dirty again
+                t0 = time.monotonic()
+                r = cc.cmd("FLUSH big")
+                waits.append(time.monotonic() - t0)
+                if r != "OK":
+                    errors.append(r)
+
+    threads = [threading.Thread(target=flusher) for _ in range(4)]
+    written0 = int(d.client(TIMEOUT).stats()["snapshots_written"])
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    with d.client(TIMEOUT) as c:
+        written = int(c.stats()["snapshots_written"]) - written0
+        slowest = int(c.stats()["snapshot_last_duration_ms"]) / 1000.0
+    print("24 FLUSHes: %d writes, longest wait %.2fs, one write %.2fs" % (
+        written, max(waits), max(one, slowest)))
+    assert written < 24, written
+    assert max(waits) <= 3 * max(one, slowest) + 0.5, (max(waits), one, slowest)
