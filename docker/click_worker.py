@@ -13,7 +13,7 @@ import random
 import sys
 from typing import Dict, Iterable, Iterator, List
 
-from bloomd_client import Client
+from bloomd_client import Client, ClientError
 
 Event = Dict[str, object]
 
@@ -61,7 +61,12 @@ def main() -> int:
     total = dups = 0
     # Generous retries: the sidecar may still be starting when the worker does.
     with Client.from_url(retries=8, max_backoff=2.0) as bloomd:
-        bloomd.create(args.filter, capacity=args.capacity, error=args.error)
+        try:
+            bloomd.create(args.filter, capacity=args.capacity, error=args.error)
+        except ClientError as exc:  # another worker made it first, with other parameters
+            if "filter exists" not in str(exc):
+                raise
+            print("click_worker: using the existing filter: %s" % exc, file=sys.stderr)
         bad = None
         while bad is None:
             batch: List[Event] = []
