@@ -215,12 +215,14 @@ docker-test:
 # unless one is there: an edited config is never overwritten) and the systemd unit with
 # this installation's paths. `make uninstall` removes them all but bloomd.conf.
 install: build/bloomd
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+	    $(DESTDIR)$(DOCDIR) \
 	    $(DESTDIR)$(SYSCONFDIR)/bloomd $(DESTDIR)$(SYSTEMDUNITDIR)
 	install -m 755 build/bloomd $(DESTDIR)$(BINDIR)/bloomd
 	sed -e 's|/usr/local/etc|$(SYSCONFDIR)|g' -e 's|/usr/local/share/doc/bloomd|$(DOCDIR)|g' \
 	    man/bloomd.1 >$(DESTDIR)$(MANDIR)/man1/bloomd.1
 	chmod 644 $(DESTDIR)$(MANDIR)/man1/bloomd.1
+	install -m 644 man/bloomd-protocol.7 $(DESTDIR)$(MANDIR)/man7/bloomd-protocol.7
 	install -m 644 bloomd.conf.example README.md CHANGELOG.md LICENSE proto/PROTOCOL.md \
 	    $(DESTDIR)$(DOCDIR)/
 	install -m 644 bloomd.conf.example $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
@@ -232,6 +234,7 @@ install: build/bloomd
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/bloomd $(DESTDIR)$(MANDIR)/man1/bloomd.1 \
+	    $(DESTDIR)$(MANDIR)/man7/bloomd-protocol.7 \
 	    $(DESTDIR)$(SYSTEMDUNITDIR)/bloomd.service \
 	    $(DESTDIR)$(SYSCONFDIR)/bloomd/bloomd.conf.example
 	rm -rf $(DESTDIR)$(DOCDIR)

@@ -37,6 +37,7 @@ def test_install_and_uninstall(tmp_path):
     usr = stage / "usr" / "local"
     installed = files_under(stage)
     for f in ["usr/local/bin/bloomd", "usr/local/share/man/man1/bloomd.1",
+              "usr/local/share/man/man7/bloomd-protocol.7",
               "usr/local/etc/bloomd/bloomd.conf", "usr/local/etc/bloomd/bloomd.conf.example",
               "usr/local/lib/systemd/system/bloomd.service",
               "usr/local/share/doc/bloomd/PROTOCOL.md", "usr/local/share/doc/bloomd/LICENSE"]:
@@ -63,6 +64,16 @@ def test_install_and_uninstall(tmp_path):
                                env=dict(os.environ, MANPAGER="cat", MANWIDTH="80"))
         assert shown.returncode == 0 and "EXIT STATUS" in shown.stdout, shown.stderr
     assert "/usr/local/etc/bloomd/bloomd.conf" in text
+    # bloomd-protocol(7): lints clean and lists every command HELP lists.
+    proto_page = usr / "share" / "man" / "man7" / "bloomd-protocol.7"
+    lint = subprocess.run(["groff", "-ww", "-man", "-z", str(proto_page)], capture_output=True,
+                          text=True)
+    assert lint.returncode == 0 and lint.stderr == "", lint.stderr
+    ptext = proto_page.read_text()
+    fmt = (REPO / "proto" / "format.c").read_text()
+    help_block = fmt[fmt.index("help_lines[]"):fmt.index("};", fmt.index("help_lines[]"))]
+    for cmd in re.findall(r'"\(?([A-Z]+) ', help_block) + re.findall(r'"([A-Z]+)",', help_block):
+        assert cmd in ptext, "%s is not in bloomd-protocol(7)" % cmd
 
     unit = (usr / "lib" / "systemd" / "system" / "bloomd.service").read_text()
     assert "@BINDIR@" not in unit and "@SYSCONFDIR@" not in unit, unit
