@@ -19,10 +19,10 @@
 #include "lib/expandable.h"
 #include "lib/kind.h"
 #include "proto/number.h"
+#include "server/advance.h"
 #include "server/clock.h"
 #include "server/config.h"
 #include "server/durable.h"
-#include "server/jobs.h"
 #include "server/kinds.h"
 #include "server/log.h"
 #include "server/park.h"
@@ -36,49 +36,8 @@ static struct filter *lookup(struct server *srv, struct proto_slice name)
 {
     struct filter *f = registry_get(srv->reg, name.ptr, name.len);
     if (f != NULL && f->ops->advance != NULL)
-        commands_advance(srv, f, clock_wall_ms());
+        advance_filter(srv, f, clock_wall_ms());
     return f;
-}
-
-/* A generation a windowed filter let go: freed on the job thread, behind any snapshot that
- * may still be reading it (jobs run in order). */
-struct retired {
-    struct job job;
-    void (*release)(void *mem);
-    void *mem;
-};
-
-static void retired_run(struct job *j)
-{
-    struct retired *r = (struct retired *)j;
-    r->release(r->mem);
-}
-
-static void retired_free(struct job *j)
-{
-    free(j);
-}
-
-static void retire(void *ctx, void (*release)(void *mem), void *mem)
-{
-    struct server *srv = ctx;
-    struct retired *r = srv->snap != NULL ? calloc(1, sizeof *r) : NULL;
-    if (r == NULL) {
-        /* No job thread (unit tests) or no memory: no reader can be left behind. */
-        if (srv->snap != NULL)
-            log_msg(LOG_WARN, "out of memory queueing a retired generation: freed at once");
-        release(mem);
-        return;
-    }
-    *r = (struct retired){
-        .job = {.run = retired_run, .free = retired_free}, .release = release, .mem = mem};
-    jobs_post(snapshot_jobs(srv->snap), &r->job);
-}
-
-void commands_advance(struct server *srv, struct filter *f, int64_t now_ms)
-{
-    /* SBF_ENOMEM (no memory for the new generation) is reported by the next add. */
-    (void)f->ops->advance(f->obj, now_ms, retire, srv);
 }
 
 static void not_found(struct result *res, struct proto_slice name)
@@ -197,6 +156,13 @@ static void exists(struct result *res, const struct filter *f, const struct kind
 }
 
 /* ---- the journal's records of mutations (server/durable.h) ---- */
+
+/* The command's answer for a write journaled at pos: held until durable, or now. */
+static int durable_reply(struct server *srv, uint64_t pos, const struct result *res,
+                         struct completion *later)
+{
+    return durable_hold(srv, pos, res, later) ? CMD_PENDING : CMD_DONE;
+}
 
 static struct journal_name jname(const struct filter *f)
 {

@@ -40,15 +40,6 @@ enum cmd_result {
 int commands_execute(struct server *srv, struct stats *st, const struct proto_request *req,
                      struct result *res, struct completion *later);
 
-struct filter;
-
-/*
- * Brings a time-driven filter (f->ops->advance not NULL) up to now_ms; the memory of
- * the generations it drops is freed on the job thread, behind any snapshot still reading
- * it. Loop thread.
- */
-void commands_advance(struct server *srv, struct filter *f, int64_t now_ms);
-
 /*
  * Makes sure the filter named name exists, creating it on first use (the memcached
  * listener's rule) with the options of the first config template matching its name, or

@@ -21,7 +21,6 @@
 #include "lib/expandable.h"
 #include "lib/le.h"
 #include "server/clock.h"
-#include "server/commands.h"
 #include "server/journal.h"
 #include "server/kinds.h"
 #include "server/log.h"
@@ -478,15 +477,15 @@ uint64_t durable_append(struct server *srv, struct filter *f, const struct journ
     return append(srv, rec);
 }
 
-int durable_reply(struct server *srv, uint64_t pos, const struct result *res,
+bool durable_hold(struct server *srv, uint64_t pos, const struct result *res,
                   struct completion *later)
 {
     if (!durable_holds(srv) || later == NULL || pos == 0 ||
         pos <= journal_durable_pos(srv->durable->j))
-        return CMD_DONE;
+        return false;
     struct held *h = calloc(1, sizeof *h);
     if (h == NULL)
-        return CMD_DONE; /* answered before it is durable: logged by nobody, rare */
+        return false; /* answered before it is durable: logged by nobody, rare */
     h->pos = pos;
     h->later = later;
     result_init(&h->res);
@@ -504,7 +503,7 @@ int durable_reply(struct server *srv, uint64_t pos, const struct result *res,
     else
         d->head = h;
     d->tail = h;
-    return CMD_PENDING;
+    return true;
 }
 
 uint64_t durable_last_pos(const struct server *srv)

@@ -71,10 +71,10 @@ size_t durable_encode_params(const struct kind_params *p, unsigned char *out, si
 /*
  * The reply of a write journaled at pos: in mode always with later not NULL, res is
  * copied and held, and later->done() gets it once pos is on disk (or SERVER_ERROR
- * journal: <why> if writing it failed): returns CMD_PENDING. Otherwise returns CMD_DONE
- * and res is the reply now.
+ * journal: <why> if writing it failed): returns true (the command is pending). Otherwise
+ * returns false and res is the reply now.
  */
-int durable_reply(struct server *srv, uint64_t pos, const struct result *res,
+bool durable_hold(struct server *srv, uint64_t pos, const struct result *res,
                   struct completion *later);
 
 /* The position the next snapshot covers (every record appended so far). */

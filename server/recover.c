@@ -12,6 +12,7 @@
 #include "lib/container.h"
 #include "lib/kind.h"
 #include "lib/sbf.h"
+#include "server/advance.h"
 #include "server/clock.h"
 #include "server/log.h"
 #include "server/registry.h"
@@ -88,18 +89,8 @@ static void on_report(void *ctx, enum snapfile_event ev, const char *file, const
 
 void recover_settle(struct server *srv)
 {
-    struct filter **all;
-    size_t n;
-    if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
-        return;
-    int64_t now = clock_wall_ms();
-    for (size_t i = 0; i < n; i++) {
-        /* Nobody reads yet: what expired while the daemon was down is freed at once. */
-        if (all[i]->ops->advance != NULL)
-            (void)all[i]->ops->advance(all[i]->obj, now, NULL, NULL);
-        filter_unref(all[i]);
-    }
-    free(all);
+    /* Nobody reads yet: what expired while the daemon was down is freed at once. */
+    advance_all(srv, clock_wall_ms(), false);
 }
 
 int recover_load(struct server *srv)

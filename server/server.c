@@ -102,6 +102,15 @@ static int drain(struct server *srv)
     return 0;
 }
 
+/* Stops accepting: closes every listener of w. */
+static void close_listeners(struct worker *w)
+{
+    for (size_t i = 0; i < WORKER_MAX_LISTENERS; i++) {
+        listener_close(w->lis[i]);
+        w->lis[i] = NULL;
+    }
+}
+
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -112,7 +121,7 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     srv->phase = SERVER_STOPPING;
     log_msg(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     notify_stopping();
-    worker_close_listeners(srv->worker);
+    close_listeners(srv->worker);
     tls_close_all(srv->tls);
     conn_close_all(srv->worker);
     /* Write the last snapshot while the loop still answers /readyz with 503. */
@@ -282,7 +291,7 @@ void server_destroy(struct server *srv)
     if (srv->drained != NULL)
         event_free(srv->drained);
     if (srv->worker != NULL)
-        worker_close_listeners(srv->worker);
+        close_listeners(srv->worker);
     for (size_t i = 0; i < sizeof(srv->signals) / sizeof(srv->signals[0]); i++) {
         if (srv->signals[i] != NULL)
             event_free(srv->signals[i]);

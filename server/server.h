@@ -25,6 +25,7 @@ struct http;
 struct registry;
 struct snapshotter;
 struct worker;
+struct stats;
 struct durable;
 
 /* Where the process is in its life: /readyz and systemd's READY=1 follow it. */
@@ -40,6 +41,8 @@ struct server {
     struct budget budget;     /* max_memory, shared by every filter */
     struct snapshotter *snap; /* background snapshots; NULL before server_run (unit tests) */
     struct worker *worker;    /* the event loop; NULL before server_run (unit tests) */
+    const struct stats *counters; /* the worker's counters, summed by STATS; set by
+                                     worker_init (NULL before: unit tests set their own) */
     uint64_t started_ns;      /* CLOCK_MONOTONIC at server_init */
     struct event *signals[3]; /* SIGTERM, SIGINT, SIGHUP, on the worker's loop */
     bool stopping;            /* a stop signal arrived */

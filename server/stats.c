@@ -13,7 +13,6 @@
 #include "server/registry.h"
 #include "server/server.h"
 #include "server/snapshot.h"
-#include "server/worker.h"
 
 static const char *const cmd_names[STATS_NCMD] = {
     [PROTO_CMD_CREATE] = "cmd_create",   [PROTO_CMD_ADD] = "cmd_add",
@@ -78,13 +77,13 @@ void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
 {
     struct stats s;
     memset(&s, 0, sizeof s);
-    if (srv->worker != NULL)
-        add_worker(&s, &srv->worker->stats);
+    if (srv->counters != NULL)
+        add_worker(&s, srv->counters);
     u64(fn, ctx, "pid", (uint64_t)getpid());
     u64(fn, ctx, "uptime", (clock_mono_ns() - srv->started_ns) / 1000000000u);
     u64(fn, ctx, "time", (uint64_t)(clock_wall_ms() / 1000));
     fn(ctx, "version", KIND_FIELD_STR, 0, 0, BLOOMD_VERSION);
-    u64(fn, ctx, "threads", srv->worker != NULL ? 1 : 0);
+    u64(fn, ctx, "threads", srv->counters != NULL ? 1 : 0);
     u64(fn, ctx, "curr_connections", s.conn_current);
     u64(fn, ctx, "total_connections", s.conn_total);
     u64(fn, ctx, "rejected_connections", s.conn_rejected);

@@ -9,11 +9,8 @@
 #include <string.h>
 
 #include "server/clock.h"
-#include "server/commands.h"
-#include "server/conn.h"
-#include "server/listen.h"
+#include "server/advance.h"
 #include "server/log.h"
-#include "server/registry.h"
 #include "server/server.h"
 
 /*
@@ -25,25 +22,15 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct worker *w = arg;
-    struct filter **all;
-    size_t n;
-    if (w->srv->phase != SERVER_READY) /* the loader still fills the table */
-        return;
-    if (registry_collect(w->srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
-        return;
-    int64_t now = clock_wall_ms();
-    for (size_t i = 0; i < n; i++) {
-        if (all[i]->ops->advance != NULL)
-            commands_advance(w->srv, all[i], now);
-        filter_unref(all[i]);
-    }
-    free(all);
+    if (w->srv->phase == SERVER_READY) /* else the loader still fills the table */
+        advance_all(w->srv, clock_wall_ms(), true);
 }
 
 int worker_init(struct worker *w, struct server *srv)
 {
     memset(w, 0, sizeof *w);
     w->srv = srv;
+    srv->counters = &w->stats; /* one worker today: STATS reads its counters */
     w->rbuf = malloc(WORKER_RBUF);
     w->base = event_base_new();
     /* Three priorities, ordinary events at 1 (the default): the journal's commit at 2 runs
@@ -61,19 +48,8 @@ int worker_init(struct worker *w, struct server *srv)
     return 0;
 }
 
-void worker_close_listeners(struct worker *w)
-{
-    for (size_t i = 0; i < WORKER_MAX_LISTENERS; i++) {
-        listener_close(w->lis[i]);
-        w->lis[i] = NULL;
-    }
-}
-
 void worker_destroy(struct worker *w)
 {
-    worker_close_listeners(w);
-    if (w->base != NULL)
-        conn_close_all(w);
     if (w->tick != NULL)
         event_free(w->tick);
     if (w->base != NULL)

@@ -37,10 +37,8 @@ struct worker {
 /* Creates w's loop and read buffer. Returns 0, or -1 (logged). */
 int worker_init(struct worker *w, struct server *srv);
 
-/* Stops accepting: closes every listener of w. */
-void worker_close_listeners(struct worker *w);
-
-/* Closes w's connections and listeners and frees its loop. */
+/* Frees w's loop and read buffer; its listeners and connections are closed already
+ * (server.c does that, at SIGTERM and in server_destroy). */
 void worker_destroy(struct worker *w);
 
 #endif

@@ -30,16 +30,11 @@
 #include "server/server.h"
 #include "server/snapshot.h"
 #include "server/stats.h"
-#include "server/worker.h"
 
 static struct server srv;
-/*
- * The counters commands_execute() is given. They live in a worker struct that does
- * nothing else (no loop, no sockets) so STATS, which sums the workers, sees them too;
- * it is detached again before server_destroy().
- */
-static struct worker counters;
-static struct stats *const st = &counters.stats;
+/* The counters commands_execute() is given; srv.counters points STATS at them. */
+static struct stats counters;
+static struct stats *const st = &counters;
 static struct result res;
 static struct proto_buf out;
 static char reply[1 << 20];
@@ -51,8 +46,7 @@ static void start(uint64_t max_memory)
     cfg.max_memory = max_memory;
     assert_int_equal(server_init(&srv, &cfg), SERVER_OK);
     memset(&counters, 0, sizeof(counters));
-    counters.srv = &srv;
-    srv.worker = &counters;
+    srv.counters = &counters;
     result_init(&res);
     memset(&out, 0, sizeof(out));
 }
@@ -92,7 +86,7 @@ static int teardown(void **state)
     size_t left = registry_count(srv.reg);
     uint64_t used = budget_used(&srv.budget);
     /* Asserted once everything is freed, so a failure here leaks nothing else. */
-    srv.worker = NULL; /* not a real worker: nothing for server_destroy to close */
+    srv.counters = NULL;
     server_destroy(&srv);
     result_free(&res);
     proto_buf_free(&out);
