@@ -18,6 +18,7 @@
 #include "server/cgroup.h"
 #include "server/config.h"
 #include "server/datadir.h"
+#include "server/lifecycle.h"
 #include "server/log.h"
 #include "server/ping.h"
 #include "server/registry.h"

@@ -1,9 +1,8 @@
 /*
  * server.h - the state every part of one bloomd process shares: configuration,
  * the named filters, the memory budget, the snapshotter, and the workers (event loops).
- * Lifecycle: server_init (no sockets, no threads: unit tests stop here), server_run
- * (load snapshots, start the workers and the snapshot thread, loop until a signal),
- * server_destroy.
+ * Data only: server/lifecycle.h starts and stops it, so modules that read the shared
+ * state never include the module that knows them all.
  *
  * Threads: cfg is read-only after server_init. reg and budget follow their own headers
  * (registry.h: one changing thread; budget.h: atomic). snap is driven from the loop
@@ -36,45 +35,24 @@ enum server_phase {
 };
 
 struct server {
-    struct config cfg;        /* final configuration, read-only after start-up */
-    struct registry *reg;     /* the named filters */
-    struct budget budget;     /* max_memory, shared by every filter */
-    struct snapshotter *snap; /* background snapshots; NULL before server_run (unit tests) */
-    struct worker *worker;    /* the event loop; NULL before server_run (unit tests) */
+    struct config cfg;            /* final configuration, read-only after start-up */
+    struct registry *reg;         /* the named filters */
+    struct budget budget;         /* max_memory, shared by every filter */
+    struct snapshotter *snap;     /* background snapshots; NULL before server_run (unit tests) */
+    struct worker *worker;        /* the event loop; NULL before server_run (unit tests) */
     const struct stats *counters; /* the worker's counters, summed by STATS; set by
                                      worker_init (NULL before: unit tests set their own) */
-    uint64_t started_ns;      /* CLOCK_MONOTONIC at server_init */
-    struct event *signals[3]; /* SIGTERM, SIGINT, SIGHUP, on the worker's loop */
-    bool stopping;            /* a stop signal arrived */
-    enum server_phase phase;  /* changed on the loop thread only */
-    bool failed;              /* start-up failed after the loop started (logged) */
-    struct http *http;        /* the HTTP pages; NULL when http_port is 0 */
-    struct event *drained;    /* fires when the shutdown's last snapshot is written */
-    struct durable *durable;  /* the journal (server/durable.h); NULL in mode snapshot */
-    struct auth_key auth;     /* cfg.auth_token's digest; unset = no authentication */
-    bool protect;             /* protected mode: refuse clients that are not on loopback */
-    struct tls *tls;          /* the TLS listener's context; NULL when tls_port is 0 */
+    uint64_t started_ns;          /* CLOCK_MONOTONIC at server_init */
+    struct event *signals[3];     /* SIGTERM, SIGINT, SIGHUP, on the worker's loop */
+    bool stopping;                /* a stop signal arrived */
+    enum server_phase phase;      /* changed on the loop thread only */
+    bool failed;                  /* start-up failed after the loop started (logged) */
+    struct http *http;            /* the HTTP pages; NULL when http_port is 0 */
+    struct event *drained;        /* fires when the shutdown's last snapshot is written */
+    struct durable *durable;      /* the journal (server/durable.h); NULL in mode snapshot */
+    struct auth_key auth;         /* cfg.auth_token's digest; unset = no authentication */
+    bool protect;                 /* protected mode: refuse clients that are not on loopback */
+    struct tls *tls;              /* the TLS listener's context; NULL when tls_port is 0 */
 };
-
-enum server_err {
-    SERVER_OK = 0,
-    SERVER_ENOMEM = -1, /* start-up allocation failed */
-    SERVER_EIO = -2,    /* a socket, directory or event-loop call failed (logged) */
-};
-
-/* Sets up the registry and budget from cfg (copied). No sockets, no threads. */
-int server_init(struct server *srv, const struct config *cfg);
-
-/*
- * With the data directory created and locked (datadir_open), starts the worker, the
- * snapshotter and the HTTP pages, loads the snapshots and replays the journal on the job
- * thread while the loop answers probes, then listens, and
- * runs the event loop until SIGTERM/SIGINT (then writes a final snapshot while the
- * probes say "stopping"). Returns SERVER_OK after a clean stop, or an error that was logged.
- */
-int server_run(struct server *srv);
-
-/* Frees everything server_init and server_run created. */
-void server_destroy(struct server *srv);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * worker.c - one event loop's resources: created before listening, freed after the loop
- * ended. The loop itself is run by server.c.
+ * ended. The loop itself is run by lifecycle.c.
  */
 #include "server/worker.h"
 
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/clock.h"
 #include "server/advance.h"
+#include "server/clock.h"
 #include "server/log.h"
 #include "server/server.h"
 

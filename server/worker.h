@@ -3,7 +3,7 @@
  * socket, client connections, read buffer and counters. Everything here is touched only
  * by the worker's own thread; shared state is reached through w->srv (server.h). There
  * is one worker today; nothing in it assumes it is the only one, except that it also
- * runs the snapshotter's timer and completions (server.c decides that).
+ * runs the snapshotter's timer and completions (lifecycle.c decides that).
  */
 #ifndef BLOOMD_SERVER_WORKER_H
 #define BLOOMD_SERVER_WORKER_H
@@ -38,7 +38,7 @@ struct worker {
 int worker_init(struct worker *w, struct server *srv);
 
 /* Frees w's loop and read buffer; its listeners and connections are closed already
- * (server.c does that, at SIGTERM and in server_destroy). */
+ * (lifecycle.c does that, at SIGTERM and in server_destroy). */
 void worker_destroy(struct worker *w);
 
 #endif

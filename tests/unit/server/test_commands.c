@@ -24,6 +24,7 @@
 #include "proto/proto.h"
 #include "server/commands.h"
 #include "server/config.h"
+#include "server/lifecycle.h"
 #include "server/log.h"
 #include "server/park.h"
 #include "server/registry.h"

@@ -22,6 +22,7 @@
 #include "server/commands.h"
 #include "server/config.h"
 #include "server/kinds.h"
+#include "server/lifecycle.h"
 #include "server/park.h"
 #include "server/recover.h"
 #include "server/registry.h"

@@ -26,6 +26,7 @@
 #include "server/config.h"
 #include "server/conn.h"
 #include "server/jobs.h"
+#include "server/lifecycle.h"
 #include "server/server.h"
 #include "server/snapshot.h"
 #include "server/worker.h"

@@ -19,6 +19,7 @@
 #include "proto/proto.h"
 #include "server/commands.h"
 #include "server/config.h"
+#include "server/lifecycle.h"
 #include "server/recover.h"
 #include "server/registry.h"
 #include "server/server.h"

@@ -23,6 +23,7 @@
 #include "lib/kind.h"
 #include "lib/sbf.h"
 #include "server/config.h"
+#include "server/lifecycle.h"
 #include "server/log.h"
 #include "server/recover.h"
 #include "server/registry.h"

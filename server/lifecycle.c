@@ -1,11 +1,11 @@
 /*
- * server.c - start-up and shutdown of the whole daemon: data directory, snapshots, the
+ * lifecycle.c - start-up and shutdown of the whole daemon: data directory, snapshots, the
  * worker (today one, on the main thread), listeners, signals. SIGTERM/SIGINT stop
  * accepting, close clients and leave the loop; SIGHUP reopens the log file and reloads the
  * TLS certificate. Snapshots
  * are loaded before listening and written a last time after the loop.
  */
-#include "server/server.h"
+#include "server/lifecycle.h"
 
 #include <errno.h>
 #include <event2/event.h>
