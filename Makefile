@@ -156,7 +156,8 @@ $(BENCHES): $(REL)/bench/%: $(REL)/bench/%.o $(call objs,$(REL),$(LIB_SRC) $(PRO
 $(REL)/bench/bench_journal: $(REL)/server/journal.o
 
 # ---- tests ----
-# `make test`: format check, unit tests, integration tests, a short run of every fuzzer.
+# `make test`: format and layering check, unit tests, integration tests, a short run of
+# every fuzzer.
 test: format-check unit integration fuzz-smoke
 	@echo "make test: all passed"
 
@@ -190,6 +191,7 @@ format:
 	clang-format -i $(FORMAT_SRC)
 format-check: | $(DEPS_TEST)
 	clang-format --dry-run --Werror $(FORMAT_SRC)
+	$(PYTHON) scripts/check-includes.py
 
 # ---- benchmarks ----
 bench: bench-lib bench-proto bench-net bench-snapshot bench-http bench-tls
