@@ -67,6 +67,11 @@ static bool k_compatible(const void *a, const void *b)
     return expandable_compatible(a, b);
 }
 
+static int k_remove_batch(void *f, const struct sbf_hash *h, size_t n, size_t *removed)
+{
+    return expandable_delete_batch(f, h, n, removed);
+}
+
 static int k_merge(void *dst, const void *src)
 {
     return expandable_union(dst, src);
@@ -156,6 +161,7 @@ const struct kind_ops kind_expandable = {
     .checkadd_batch = k_checkadd_batch,
     .advance = NULL,
     .clear = k_clear,
+    .remove_batch = k_remove_batch,
     .compatible = k_compatible,
     .merge = k_merge,
     .intersect = NULL,

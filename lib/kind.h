@@ -130,6 +130,12 @@ struct kind_ops {
 
     void (*clear)(void *f); /* back to empty, parameters kept; exclusive */
 
+    /*
+     * Removes keys h[0..n) (DELETE), setting *removed to how many were there. NULL for
+     * kinds that cannot forget a key (Bloom filters). Writer call.
+     */
+    int (*remove_batch)(void *f, const struct sbf_hash *h, size_t n, size_t *removed);
+
     /* True if merge/intersect between a and b are defined (same kind and parameters). */
     bool (*compatible)(const void *a, const void *b);
     /* dst |= src; as sbf_union. NULL if the kind cannot merge. */
@@ -176,7 +182,7 @@ extern const struct kind_ops kind_window;
 
 /*
  * The expandable filter (expandable.h) as a kind. Tag 3. intersect and advance are NULL;
- * grown() is always true. DELETE is outside the table: expandable_delete_batch().
+ * grown() is always true; remove_batch is DELETE (expandable_delete_batch()).
  */
 extern const struct kind_ops kind_expandable;
 

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/expandable.h"
 #include "lib/kind.h"
 #include "proto/number.h"
 #include "server/advance.h"
@@ -371,7 +370,7 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
         not_found(res, req->name);
         return CMD_DONE;
     }
-    if (f->ops != &kind_expandable) {
+    if (f->ops->remove_batch == NULL) {
         filter_unref(f);
         result_set(res, RESULT_CLIENT_ERROR,
                    "DELETE needs an expandable filter (CREATE ... kind=expandable): a Bloom "
@@ -389,7 +388,7 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
             h[n++] = sbf_hash_key(key.ptr, key.len);
         size_t k = 0;
         if (n > 0)
-            rc = expandable_delete_batch(f->obj, h, n, &k);
+            rc = f->ops->remove_batch(f->obj, h, n, &k);
         if (k > 0 && durable_on(srv)) {
             struct journal_record rec = {
                 .type = JOURNAL_DELETE, .name = jname(f), .hashes = h, .nhashes = n};

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/expandable.h"
 #include "lib/le.h"
 #include "server/clock.h"
 #include "server/journal.h"
@@ -201,8 +200,8 @@ static int apply(void *ctx, const struct journal_record *rec)
     }
     case JOURNAL_DELETE: {
         size_t deleted;
-        if (f->ops == &kind_expandable)
-            rc = expandable_delete_batch(f->obj, rec->hashes, rec->nhashes, &deleted);
+        if (f->ops->remove_batch != NULL)
+            rc = f->ops->remove_batch(f->obj, rec->hashes, rec->nhashes, &deleted);
         break;
     }
     case JOURNAL_CLEAR:
