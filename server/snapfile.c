@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "lib/container.h"
-#include "proto/proto.h"
+#include "proto/request.h"
 #include "server/kinds.h"
 
 #define SNAPFILE_SUFFIX ".bloom"
