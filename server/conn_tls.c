@@ -57,8 +57,7 @@ struct conn_tls {
     enum tls_bye bye;
     struct conn_tls_set *set;
     struct conn_tls *prev, *next; /* on set (TLS_HANDSHAKE, TLS_CLOSING) */
-    struct bufferevent *bev;      /* the TLS filter: plaintext input and output, the SSL */
-    struct bufferevent *sock;     /* the client's socket under it: records in and out */
+    struct bufferevent *bev;      /* the client's socket, its SSL, plaintext input and output */
     struct event *ev_ready;       /* every call into the connection comes from here */
     struct worker *w;
     const struct conn_proto *proto;
@@ -102,16 +101,15 @@ static void tls_free(struct conn_tls *t)
         unlink_from(t);
     if (t->ev_ready != NULL)
         event_free(t->ev_ready);
-    bufferevent_free(t->bev); /* frees the SSL and the socket's bufferevent, closing it */
+    bufferevent_free(t->bev); /* frees the SSL and closes the socket */
     log_msg(LOG_DEBUG, "TLS client %s gone", t->name);
     free(t);
 }
 
-/* Bytes written and not yet on the wire: plaintext not yet encrypted, and records. */
+/* Bytes written and not yet encrypted and sent. */
 static size_t unsent(const struct conn_tls *t)
 {
-    return evbuffer_get_length(bufferevent_get_output(t->bev)) +
-           evbuffer_get_length(bufferevent_get_output(t->sock));
+    return evbuffer_get_length(bufferevent_get_output(t->bev));
 }
 
 /* Moves a goodbye on as far as the output allows. */
@@ -121,11 +119,11 @@ static void advance_bye(struct conn_tls *t)
         return;
     if (t->bye == TLS_BYE_WANTED) {
         t->bye = TLS_BYE_NOTIFIED;
-        SSL_shutdown(bufferevent_openssl_get_ssl(t->bev)); /* queues close_notify */
-        if (unsent(t) > 0)
+        SSL_shutdown(bufferevent_openssl_get_ssl(t->bev)); /* best effort: a full socket */
+        if (unsent(t) > 0)                                 /* drops it */
             return;
     }
-    shutdown(bufferevent_getfd(t->sock), SHUT_WR);
+    shutdown(bufferevent_getfd(t->bev), SHUT_WR);
     t->bye = TLS_BYE_DONE;
 }
 
@@ -204,7 +202,6 @@ static ssize_t tls_write(struct conn_io *io, const void *buf, size_t len)
     if (!t->failed && have >= TLS_OUT_HIGH)
         return CONN_IO_AGAIN;
     size_t n = len < TLS_OUT_HIGH - have ? len : TLS_OUT_HIGH - have;
-    /* Encrypted at once, into the socket's output (an error shows up as failed). */
     if (!t->failed && evbuffer_add(bufferevent_get_output(t->bev), buf, n) != 0)
         t->failed = true;
     if (t->failed) {
@@ -292,21 +289,31 @@ static const struct conn_io_ops tls_ops = {
 
 /* ---- the bufferevents' callbacks: they record, on_ready acts ---- */
 
-/* New plaintext in the input. */
+/*
+ * New plaintext in the input (libevent decrypts one record per readiness event). The
+ * connection hears of it once a loop pass brings no more, or TLS_OUT_HIGH bytes wait: a
+ * pipelined batch arrives as several records, and parsed together they get one reply
+ * record instead of one each (fewer, larger reads and writes, as plain TCP's one read).
+ */
 static void on_input(struct bufferevent *bev, void *arg)
+{
+    struct conn_tls *t = arg;
+    static const struct timeval next_pass = {0, 0};
+    if (t->state != TLS_OPEN || !t->reading)
+        return;
+    event_del(t->ev_ready);
+    if (evbuffer_get_length(bufferevent_get_input(bev)) >= TLS_OUT_HIGH)
+        event_active(t->ev_ready, EV_READ, 0);
+    else
+        event_add(t->ev_ready, &next_pass);
+}
+
+/* The output is down to TLS_OUT_LOW bytes or fewer: a writer or a goodbye may go on. */
+static void on_written(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     struct conn_tls *t = arg;
-    if (t->state == TLS_OPEN)
-        poke(t);
-}
-
-/* The socket's output changed: when it drained, a writer or a goodbye may go on. */
-static void on_sock_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
-{
-    (void)buf;
-    struct conn_tls *t = arg;
-    if (info->n_deleted > 0 && t->state != TLS_HANDSHAKE)
+    if (t->state != TLS_HANDSHAKE)
         poke(t);
 }
 
@@ -317,13 +324,15 @@ static void open_conn(struct conn_tls *t)
     t->state = TLS_OPEN;
     t->io.ops = &tls_ops;
     t->ev_ready = event_new(t->w->base, -1, 0, on_ready, t);
-    if (t->ev_ready == NULL ||
-        evbuffer_add_cb(bufferevent_get_output(t->sock), on_sock_output, t) == NULL) {
+    if (t->ev_ready == NULL) {
         log_msg(LOG_ERROR, "TLS client %s: out of memory", t->name);
         tls_free(t);
         return;
     }
     bufferevent_set_timeouts(t->bev, NULL, NULL);
+    bufferevent_setwatermark(t->bev, EV_WRITE, TLS_OUT_LOW, 0);
+    /* libevent writes 16 KiB at a time by default: a pipelined client reads more. */
+    bufferevent_set_max_single_write(t->bev, TLS_OUT_HIGH);
     bufferevent_disable(t->bev, EV_READ); /* until the connection watches reading */
     SSL *ssl = bufferevent_openssl_get_ssl(t->bev);
     log_msg(LOG_DEBUG, "TLS client %s: %s, %s", t->name, SSL_get_version(ssl),
@@ -387,41 +396,23 @@ int conn_tls_accept(struct conn_tls_set *set, struct worker *w, const struct con
     memcpy(&t->peer, peer, peerlen);
     t->peerlen = peerlen;
     netaddr_format(peer, peerlen, t->name, sizeof t->name);
-    /*
-     * The SSL filters a socket bufferevent rather than owning the descriptor itself: the
-     * socket is then read in large reads and every whole record in them is decrypted in
-     * one go, so a pipelined batch reaches the connection at once and gets one reply;
-     * owning the socket, libevent would decrypt one record per readiness event.
-     */
-    t->sock = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (t->sock == NULL) {
-        close(fd);
-        fd = -1;
-        goto error;
-    }
-    bufferevent_set_max_single_read(t->sock, TLS_OUT_HIGH);
-    bufferevent_set_max_single_write(t->sock, TLS_OUT_HIGH);
-    t->bev = bufferevent_openssl_filter_new(w->base, t->sock, ssl, BUFFEREVENT_SSL_ACCEPTING,
+    t->bev = bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
                                             BEV_OPT_CLOSE_ON_FREE);
-    ssl = NULL; /* libevent owns it now, or freed it on failure */
-    if (t->bev == NULL) {
-        bufferevent_free(t->sock); /* closes fd */
-        fd = -1;
+    ssl = NULL; /* the bufferevent owns it now, or libevent freed it */
+    if (t->bev == NULL)
         goto error;
-    }
     /* A client that closes without close_notify is an EOF, not an error. */
     bufferevent_openssl_set_allow_dirty_shutdown(t->bev, 1);
     struct timeval tv = {.tv_sec = TLS_HANDSHAKE_SECONDS, .tv_usec = 0};
     bufferevent_set_timeouts(t->bev, &tv, &tv);
-    bufferevent_setcb(t->bev, on_input, NULL, on_event, t);
+    bufferevent_setcb(t->bev, on_input, on_written, on_event, t);
     bufferevent_enable(t->bev, EV_READ | EV_WRITE);
     link_on(t);
     return 0;
 error:
     log_msg(LOG_ERROR, "TLS accept: out of memory for a new connection");
     SSL_free(ssl);
-    if (fd >= 0)
-        close(fd);
+    close(fd);
     free(t);
     return -1;
 }
