@@ -5,7 +5,9 @@
  * backpressure) is copied into the connection's own buffer, so idle clients hold no
  * input memory. Replies accumulate in one proto_buf per connection and are written once
  * per read batch. When more than max_output reply bytes are unsent we stop parsing and
- * reading that client until the socket drains.
+ * reading that client until the socket drains. Bytes move through the connection's
+ * transport (server/conn_io.h: plain TCP, or TLS in conn_tls.c), which behaves as a
+ * non-blocking socket, so nothing here knows about TLS.
  *
  * Parked requests: a command that answers later gets a struct parked (its completion).
  * Requests after it keep executing (so writes behind a held write join the same group

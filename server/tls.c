@@ -18,10 +18,12 @@
 #include "server/conn_tls.h"
 #include "server/log.h"
 
-/* Mozilla's "intermediate" TLS 1.2 list; TLS 1.3 suites are OpenSSL's defaults (all AEAD). */
+/* Mozilla's "intermediate" TLS 1.2 list; TLS 1.3 in its order too (all AEAD): AES-128-GCM
+ * first, which costs both ends less than AES-256 per byte (the server's choice decides). */
 #define TLS12_CIPHERS                                                                              \
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"     \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define TLS13_SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 struct tls {
     SSL_CTX *ctx;               /* what new handshakes use; live SSLs hold their own ref */
@@ -57,7 +59,8 @@ static SSL_CTX *make_ctx(const struct tls *t)
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION);
     step = "set ciphers";
-    if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1)
+    if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1 ||
+        SSL_CTX_set_ciphersuites(ctx, TLS13_SUITES) != 1)
         goto error;
     step = t->cert;
     if (SSL_CTX_use_certificate_chain_file(ctx, t->cert) != 1)
