@@ -7,10 +7,12 @@
  * unchanged), and the bufferevent's callbacks drive the connection's on_read/on_write.
  *
  * The contract is level-triggered, as a socket is: bytes left in the input after a read, an
- * end of input or an error are told again at once (ev_ready), not only when more arrives.
- * The bufferevent reads only while the connection watches reading, and no read watermark
- * is set: libevent could then stop mid-record and leave plaintext inside OpenSSL that no
- * socket event would ever report.
+ * end of input or an error are told again at once (ev_ready), not only when more arrives;
+ * new records are told once a loop pass brings no more (on_input), so a pipelined batch
+ * is parsed in one read and answered in one record. The bufferevent reads only while the
+ * connection watches reading, and no read watermark is set: libevent could then stop
+ * mid-record and leave plaintext inside OpenSSL that no socket event would ever report.
+ * A closed connection's last replies still leave (TLS_CLOSING), then close_notify.
  */
 #include "server/conn_tls.h"
 
@@ -43,12 +45,11 @@ enum tls_state {
     TLS_CLOSING,   /* the connection closed; on the set until the output has left */
 };
 
-/* Where a goodbye is: close_notify after the replies, the TCP FIN after close_notify. */
+/* Where a goodbye is: close_notify and the TCP FIN, after the replies. */
 enum tls_bye {
-    TLS_BYE_NONE,     /* not asked for */
-    TLS_BYE_WANTED,   /* once the output has left */
-    TLS_BYE_NOTIFIED, /* close_notify queued; the FIN once it has left */
-    TLS_BYE_DONE,     /* write side shut */
+    TLS_BYE_NONE,   /* not asked for */
+    TLS_BYE_WANTED, /* once the output has left */
+    TLS_BYE_DONE,   /* close_notify sent, write side shut */
 };
 
 struct conn_tls {
@@ -115,14 +116,10 @@ static size_t unsent(const struct conn_tls *t)
 /* Moves a goodbye on as far as the output allows. */
 static void advance_bye(struct conn_tls *t)
 {
-    if (t->failed || t->bye == TLS_BYE_NONE || t->bye == TLS_BYE_DONE || unsent(t) > 0)
+    if (t->failed || t->bye != TLS_BYE_WANTED || unsent(t) > 0)
         return;
-    if (t->bye == TLS_BYE_WANTED) {
-        t->bye = TLS_BYE_NOTIFIED;
-        SSL_shutdown(bufferevent_openssl_get_ssl(t->bev)); /* best effort: a full socket */
-        if (unsent(t) > 0)                                 /* drops it */
-            return;
-    }
+    /* Straight to the socket, best effort: a full socket buffer drops it. */
+    SSL_shutdown(bufferevent_openssl_get_ssl(t->bev));
     shutdown(bufferevent_getfd(t->bev), SHUT_WR);
     t->bye = TLS_BYE_DONE;
 }
@@ -139,14 +136,13 @@ static bool writable(const struct conn_tls *t)
 }
 
 /*
- * Calls back from the loop if something is to be done: the bufferevent runs its callbacks
- * inside our own calls to it (enabling reading parses what its socket holds), where
- * calling the connection would re-enter it.
+ * Calls back from the loop if something is to be done, never from inside a call of the
+ * connection's (a read, a watch), which calling it back would re-enter.
  */
 static void poke(struct conn_tls *t)
 {
-    if (t->state == TLS_CLOSING || t->bye == TLS_BYE_WANTED || t->bye == TLS_BYE_NOTIFIED ||
-        (t->reading && readable(t)) || (t->writing && writable(t)))
+    if (t->state == TLS_CLOSING || t->bye == TLS_BYE_WANTED || (t->reading && readable(t)) ||
+        (t->writing && writable(t)))
         event_active(t->ev_ready, EV_READ, 0);
 }
 
