@@ -42,8 +42,17 @@ extern const struct conn_proto conn_proto_memcache;
 struct worker *conn_worker(const struct conn *c);
 const char *conn_peer(const struct conn *c); /* "1.2.3.4:5678", for log lines */
 
-/* True while the connection may execute more requests (room for replies, not closing). */
+/*
+ * True while the connection may execute more requests: room for replies, not closing,
+ * and some of this turn's quantum left (see conn_spend).
+ */
 bool conn_can_execute(const struct conn *c);
+
+/*
+ * Counts a request the driver consumed: bytes of input and keys executed, against the
+ * turn's quantum. Call it once per request (or merged run), after executing it.
+ */
+void conn_spend(struct conn *c, size_t bytes, size_t keys);
 
 /*
  * True if a request with command cmd may run on c now. When false the driver runs

@@ -29,6 +29,8 @@ struct stats {
     uint64_t keys_absent;     /* CHECK keys found absent */
     uint64_t bytes_read;      /* from clients */
     uint64_t bytes_written;   /* to clients */
+    uint64_t conn_shed;       /* closed for holding the most with max_memory exceeded */
+    uint64_t loop_max_stall_us; /* the longest single callback of the loop since start */
 };
 
 struct server;
