@@ -23,9 +23,9 @@
  * connection with input left after its quantum is backlogged: it stops reading (TCP
  * backpressure bounds it) and waits in the worker's backlog (server/fair.h) for its next
  * turn; a client whose input fits in a quantum never goes there. A heavy client (its last
- * turn used a whole quantum, or it holds a long line) arriving when the loop pass has
- * used its slice waits in the backlog too, so one pass serves every polite client at once
- * and a bounded amount of heavy work.
+ * turn used a whole quantum, or it holds a long line) always waits for the backlog's
+ * round, so one pass serves every polite client at once and a bounded amount of heavy
+ * work (the round's slice, server/fair.h, plus one quantum).
  *
  * Memory: what a connection holds (itself, its input, output and held replies) is
  * counted in the server's budget (BUDGET_CONNECTIONS) at the end of each turn, by the
@@ -53,12 +53,12 @@
 #include "server/server.h"
 #include "server/worker.h"
 
-#define CONN_MIN_IN 1024         /* input buffers up to this size are kept while idle */
-#define CONN_KEEP_OUT 4096       /* larger reply buffers are freed once drained */
-#define CONN_CLOSE_SECONDS 5     /* wait for a closing client to read its last reply */
-#define CONN_MAX_PARKED 1024     /* parked requests per connection before parsing waits */
-#define CONN_AUTH_DELAY_MS 250   /* a failed AUTH is answered this late */
-#define CONN_AUTH_MAX_FAILURES 5 /* failed AUTHs before the connection is closed */
+#define CONN_MIN_IN 1024               /* input buffers up to this size are kept while idle */
+#define CONN_KEEP_OUT 4096             /* larger reply buffers are freed once drained */
+#define CONN_CLOSE_SECONDS 5           /* wait for a closing client to read its last reply */
+#define CONN_MAX_PARKED 1024           /* parked requests per connection before parsing waits */
+#define CONN_AUTH_DELAY_MS 250         /* a failed AUTH is answered this late */
+#define CONN_AUTH_MAX_FAILURES 5       /* failed AUTHs before the connection is closed */
 #define CONN_QUANTUM_BYTES (64 * 1024) /* input parsed per turn before yielding */
 #define CONN_QUANTUM_KEYS 4096         /* keys executed per turn before yielding */
 #define CONN_SHED_MIN (64 * 1024)      /* a connection holding less is never shed */
@@ -370,11 +370,15 @@ static bool has_room(const struct conn *c)
 
 /* ---- fairness ---- */
 
-/* A new turn; a heavy client gets one only while the pass is within its slice. */
+/*
+ * A new turn of an event. A heavy client executes nothing here: its input waits for the
+ * backlog's round, the one place heavy work runs, so a pass never holds more of it than
+ * the round's slice and one quantum.
+ */
 static void turn_begin(struct conn *c)
 {
     c->turn_bytes = c->turn_keys = 0;
-    c->turn_open = !c->heavy || !fair_pass_over(&c->w->fair);
+    c->turn_open = !c->heavy;
 }
 
 static bool quantum_spent(const struct conn *c)
@@ -638,7 +642,8 @@ static void shed(struct conn *self)
     while (budget_over(&w->srv->budget)) {
         struct conn *v = NULL;
         for (struct conn *x = w->conns; x != NULL; x = x->next)
-            if (!x->lingering && x->charged >= CONN_SHED_MIN && (v == NULL || x->charged > v->charged))
+            if (!x->lingering && x->charged >= CONN_SHED_MIN &&
+                (v == NULL || x->charged > v->charged))
                 v = x;
         if (v == NULL)
             return;

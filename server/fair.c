@@ -34,6 +34,12 @@ static void arm(struct fair *q)
     q->armed = event_add(q->round, &zero) == 0;
 }
 
+/* True once the current pass has run for FAIR_SLICE_NS. */
+static bool pass_over(const struct fair *q)
+{
+    return clock_mono_ns() - q->pass_ns > FAIR_SLICE_NS;
+}
+
 static void on_round(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -43,7 +49,7 @@ static void on_round(evutil_socket_t fd, short what, void *arg)
     uint64_t t0 = fair_enter(q);
     size_t n = q->count; /* members joining during the round wait for the next one */
     for (size_t i = 0; i < n && q->head != NULL; i++) {
-        if (i > 0 && fair_pass_over(q))
+        if (i > 0 && pass_over(q))
             break;
         struct fair_link *l = q->head;
         unlink_link(q, l);
@@ -85,11 +91,6 @@ void fair_exit(struct fair *q, uint64_t start_ns)
     uint64_t us = (clock_mono_ns() - start_ns) / 1000u;
     if (us > *q->max_stall_us)
         *q->max_stall_us = us;
-}
-
-bool fair_pass_over(const struct fair *q)
-{
-    return clock_mono_ns() - q->pass_ns > FAIR_SLICE_NS;
 }
 
 void fair_join(struct fair *q, struct fair_link *l)

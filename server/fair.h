@@ -17,25 +17,25 @@
 struct event;
 struct event_base;
 
-/* Work a loop pass does before backlogged (and heavy) clients wait for the next one. */
+/* Backlog work a loop pass does (besides one turn, always) before it waits for the next. */
 #define FAIR_SLICE_NS (3 * 1000 * 1000)
 
 /* Embedded in whatever joins the backlog (a connection). */
 struct fair_link {
     struct fair_link *prev, *next;
-    bool queued;                         /* in the backlog now */
-    void (*turn)(struct fair_link *l);   /* serves one quantum; may join again or free l */
+    bool queued;                       /* in the backlog now */
+    void (*turn)(struct fair_link *l); /* serves one quantum; may join again or free l */
 };
 
 struct fair {
     struct fair_link *head, *tail; /* oldest first */
     size_t count;
-    struct event *round;       /* zero timer: the next round */
-    bool armed;                /* round is pending */
+    struct event *round; /* zero timer: the next round */
+    bool armed;          /* round is pending */
     struct event_base *base;
-    struct timeval pass_tv;    /* libevent's cached time of the pass being run */
-    uint64_t pass_ns;          /* when this pass's first callback began */
-    uint64_t *max_stall_us;    /* the longest callback seen (a counter of the worker) */
+    struct timeval pass_tv; /* libevent's cached time of the pass being run */
+    uint64_t pass_ns;       /* when this pass's first callback began */
+    uint64_t *max_stall_us; /* the longest callback seen (a counter of the worker) */
 };
 
 /* Sets up q on base; max_stall_us receives the longest callback. Returns 0 or -1. */
@@ -49,9 +49,6 @@ uint64_t fair_enter(struct fair *q);
 
 /* The callback that fair_enter began at start_ns ends: keeps the longest. */
 void fair_exit(struct fair *q, uint64_t start_ns);
-
-/* True once the current pass has run for FAIR_SLICE_NS. */
-bool fair_pass_over(const struct fair *q);
 
 /* l (not queued) joins the tail of the backlog; the round is armed. */
 void fair_join(struct fair *q, struct fair_link *l);
