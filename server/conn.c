@@ -117,6 +117,7 @@ struct conn {
     size_t turn_keys;          /* keys executed this turn */
     bool turn_open;            /* this turn may execute (a heavy client may wait for a pass) */
     bool heavy;                /* its last turn used a whole quantum, or it holds a long line */
+    bool read_wait;            /* heavy and readable: the backlog's turn reads */
     size_t charged;            /* bytes counted for it in the server's budget */
 };
 
@@ -372,8 +373,8 @@ static bool has_room(const struct conn *c)
 
 /*
  * A new turn of an event. A heavy client executes nothing here: its input waits for the
- * backlog's round, the one place heavy work runs, so a pass never holds more of it than
- * the round's slice and one quantum.
+ * backlog's round, the one place heavy work runs (its reads too: on_read), so a pass never
+ * holds more of it than the round's slice and one turn.
  */
 static void turn_begin(struct conn *c)
 {
@@ -400,13 +401,25 @@ static void set_backlog(struct conn *c, bool on)
         fair_remove(&c->w->fair, &c->fair);
 }
 
-/* The backlog round's turn for c (the round decided that it runs now). May free c. */
+static void read_turn(struct conn *c, evutil_socket_t fd, short what);
+
+/*
+ * The backlog round's turn for c (the round decided that it runs now): the read it was
+ * waiting for, or a quantum of its buffered input. May free c.
+ */
 static void on_turn(struct fair_link *l)
 {
     struct conn *c = (struct conn *)(void *)((char *)l - offsetof(struct conn, fair));
     c->turn_bytes = c->turn_keys = 0;
     c->turn_open = true;
-    pump(c);
+    if (!c->read_wait) {
+        pump(c);
+        return;
+    }
+    /* Reading goes on again unless this turn leaves input for the next one (pump). */
+    c->read_wait = false;
+    set_event(c->ev_read, &c->reading, true, c->w->srv->cfg.idle_timeout);
+    read_turn(c, c->fd, EV_READ);
 }
 
 void conn_spend(struct conn *c, size_t bytes, size_t keys)
@@ -682,7 +695,8 @@ static void pump(struct conn *c)
             break;
     }
     /* Input left after a whole quantum waits, unread, for the backlog's next turn. */
-    bool backlog = !c->lingering && c->in_len > 0 && has_room(c) && !quantum_left(c);
+    bool backlog = !c->lingering && ((c->read_wait && !c->closing) ||
+                                     (c->in_len > 0 && has_room(c) && !quantum_left(c)));
     if (c->turn_open)
         c->heavy = quantum_spent(c) || c->in_len > WORKER_RBUF / 2;
     bool waiting = c->parked != NULL;
@@ -725,7 +739,6 @@ static void read_turn(struct conn *c, evutil_socket_t fd, short what)
 {
     struct worker *w = c->w;
     const struct config *cfg = &w->srv->cfg;
-    turn_begin(c);
     if (what & EV_TIMEOUT) {
         if (!c->lingering)
             log_msg(LOG_INFO, "client %s idle for %u s, closing", c->peer, cfg->idle_timeout);
@@ -817,7 +830,14 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
     struct fair *q = &c->w->fair;
     uint64_t t0 = fair_enter(q);
-    read_turn(c, fd, what);
+    if (c->heavy && !c->lingering && !(what & EV_TIMEOUT)) {
+        c->read_wait = true; /* read in the backlog's turn: the round bounds heavy work */
+        set_event(c->ev_read, &c->reading, false, 0);
+        set_backlog(c, true);
+    } else {
+        turn_begin(c);
+        read_turn(c, fd, what);
+    }
     fair_exit(q, t0);
 }
 

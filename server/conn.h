@@ -1,7 +1,8 @@
 /*
  * conn.h - one client connection of a worker: non-blocking reads, in-place parsing of
- * every complete request with the connection's protocol, execution, replies buffered
- * and written once per read batch. Requests whose answer comes later (server/park.h)
+ * its complete requests with the connection's protocol, one quantum per turn (more waits
+ * in the worker's backlog, server/fair.h), execution, replies buffered and written once
+ * per turn. Requests whose answer comes later (server/park.h)
  * are parked in order: replies always leave in request order. Runs on the worker's
  * thread; every function here must be called from it.
  */

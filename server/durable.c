@@ -6,8 +6,8 @@
  * ready by the pass's poll was queued before it), so all of a pass's writes share one
  * write(2) and, in mode always, one fdatasync. It has the ordinary priority on purpose:
  * a lower one would never run while some connection is always ready (libevent serves
- * only the highest non-empty priority per pass). Held replies wait in a FIFO ordered by position; the journal's
- * DURABLE and FAILED events release them from the front.
+ * only the highest non-empty priority per pass). Held replies wait in a FIFO ordered by position;
+ * the journal's DURABLE and FAILED events release them from the front.
  *
  * Replay rule: a record about filter f is applied only if its position is above the one
  * f's snapshot covers (f->journal_pos). Adds, unions and clears are idempotent, so a

@@ -67,7 +67,7 @@ def test_polite_client_not_starved(daemon_factory):
     assert r["samples"] > 20 and r["lines"] > 200, r
     # Release: p99 < 50 ms (bench/run_fair.sh). ASan makes a 1 MiB CHECK ~50 ms of CPU, and on
     # a shared 2-core machine the loop is preempted for as long again.
-    assert r["p99"] < (1000 if ASAN else 50), r
+    assert r["p99"] < (500 if ASAN else 50), r
 
 
 @pytest.mark.parametrize("cmd", ["CHECK", "CHECKADD"])
