@@ -246,7 +246,7 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     struct conn *c = p->c;
     p->done = true;
     c->turn_bytes = c->turn_keys = 0; /* a new turn: the answer may let parsing go on */
-    c->turn_open = true;
+    c->turn_open = !c->heavy;         /* as turn_begin: a heavy client's input waits its turn */
     size_t before = p->reply.len;
     c->proto->format_parked(&p->reply, p->ctx, r);
     c->held += p->reply.len - before;
