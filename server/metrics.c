@@ -51,7 +51,7 @@ static const struct prom_name prom_names[] = {
     {"bytes_written", "bloomd_written_bytes_total", "counter", "Bytes written to clients.", 1},
     {"filters", "bloomd_filters", "gauge", "Filters in memory.", 1},
     {"memory_bytes", "bloomd_memory_used_bytes", "gauge",
-     "Bytes of the memory budget in use (filters and connection buffers).", 1},
+     "Bytes of the memory budget in use (filters, their overhead and connection buffers).", 1},
     {"memory_filters", "bloomd_memory_filters_bytes", "gauge",
      "Bytes of the memory budget in filter bits.", 1},
     {"memory_filter_overhead", "bloomd_memory_filter_overhead_bytes", "gauge",
