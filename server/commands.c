@@ -82,6 +82,10 @@ static int install(struct server *srv, struct proto_slice name, const struct kin
         ops->free(obj);
         return SBF_ENOMEM;
     }
+    if (!budget_fits(&srv->budget, registry_entry_bytes(f))) {
+        filter_unref(f); /* its overhead would pass max_memory: refused like its bits */
+        return SBF_ENOMEM;
+    }
     int rc = registry_put(srv->reg, f);
     filter_unref(f); /* the table holds it now, or nobody does */
     return rc == REGISTRY_OK ? SBF_OK : SBF_ENOMEM;

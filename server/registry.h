@@ -34,6 +34,7 @@ struct filter {
     _Atomic uint64_t keys_seen;   /* keys ADD/CHECKADD found present already */
     const struct kind_ops *ops;   /* the filter's kind */
     void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
+    size_t overhead;              /* bytes counted in the budget's overhead while in a table */
     size_t name_len;
     char name[]; /* NUL-terminated copy (names never contain NUL) */
 };
@@ -67,6 +68,21 @@ struct registry;
 
 /* Returns a new empty registry, or NULL. Free with registry_free(). */
 struct registry *registry_new(void);
+
+struct budget;
+
+/*
+ * Counts the table's memory in b from now on (server/budget.h, BUDGET_OVERHEAD): its
+ * buckets, and each entry's registry_entry_bytes() while it is in the table. Counted, not
+ * refused: a caller that may refuse a filter asks budget_fits() first.
+ */
+void registry_set_budget(struct registry *r, struct budget *b);
+
+/*
+ * What f costs besides its bits while in a table: the kind's headers, struct filter and
+ * name, the table's node, and the allocator's share of each (measured: see registry.c).
+ */
+size_t registry_entry_bytes(const struct filter *f);
 
 /* Drops the table's references and frees the table. registry_free(NULL) does nothing. */
 void registry_free(struct registry *r);
