@@ -58,6 +58,14 @@ static SSL_CTX *make_ctx(const struct tls *t)
         goto error;
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    /*
+     * OpenSSL 3 reports a TCP end without close_notify as an error, which libevent 2.1's
+     * dirty-shutdown setting does not catch: the client's half-close would then throw away
+     * the requests it sent before it. Treat it as the end of input (the replies still go).
+     */
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
     step = "set ciphers";
     if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1 ||
         SSL_CTX_set_ciphersuites(ctx, TLS13_SUITES) != 1)
