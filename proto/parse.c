@@ -143,8 +143,8 @@ bool proto_next_arg(struct proto_slice *rest, struct proto_slice *arg)
 /*
  * Bit i set if p[i] is a space, for i < n <= 64; bits n..63 are set too (the end reads as a
  * space). *low (unless low is NULL) is set if some byte is below 14 (where NUL, tab and CR
- * are; rare in keys).
- * 16 bytes per compare with SSE2, a byte loop for the rest.
+ * are; rare in keys). 16 bytes per compare with SSE2 (the tail as the last 16 bytes,
+ * overlapping), a byte loop for inputs shorter than 16 or without SSE2.
  */
 static inline uint64_t space_mask(const char *p, size_t n, bool *low)
 {
@@ -159,6 +159,14 @@ static inline uint64_t space_mask(const char *p, size_t n, bool *low)
         m |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, spaces)) << i;
         if (low != NULL)
             small = _mm_or_si128(small, _mm_cmpeq_epi8(_mm_min_epu8(v, thirteen), v));
+    }
+    if (i < n && n >= 16) { /* the tail: the last 16 bytes, overlapping what was done */
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + n - 16));
+        uint64_t t = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, spaces));
+        m |= (t >> (16 - (n - i))) << i;
+        if (low != NULL)
+            small = _mm_or_si128(small, _mm_cmpeq_epi8(_mm_min_epu8(v, thirteen), v));
+        i = n;
     }
     below = _mm_movemask_epi8(small) != 0;
 #endif
