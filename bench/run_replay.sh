@@ -5,14 +5,16 @@
 # with SIGKILL (so no snapshot covers the journal), then starts it again on the same data
 # dir and times the start to its "listening" line (the client listener opens after the
 # start-up load and replay). Prints the journal's size and the replay rate.
-# Knobs (environment): REPLAY_KEYS (100000000), REPLAY_CAPACITY (10000000: the filter
-# grows through stages, as a real one does), REPLAY_DIR (where data goes, /tmp),
-# REPLAY_ROUNDS (restarts timed, 3), BLOOMD, LOADGEN.
+# Knobs (environment): REPLAY_KEYS (100000000), REPLAY_CAPACITY (REPLAY_KEYS: one stage;
+# a smaller one makes the filter grow through stages, and every stage costs a probe per
+# key), REPLAY_DIR (where data goes, /tmp), REPLAY_ROUNDS (restarts timed, 3),
+# REPLAY_KEEP=1 (keep the data dir, for REPLAY_DATA=<its path>: time restarts of that
+# filled dir, no fill), BLOOMD, LOADGEN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 KEYS=${REPLAY_KEYS:-100000000}
-CAPACITY=${REPLAY_CAPACITY:-10000000}
+CAPACITY=${REPLAY_CAPACITY:-$KEYS}
 ROUNDS=${REPLAY_ROUNDS:-3}
 LOADGEN=${LOADGEN:-build/rel/bench/loadgen}
 BLOOMD=${BLOOMD:-build/bloomd}
@@ -20,7 +22,12 @@ for bin in "$LOADGEN" "$BLOOMD"; do
     [ -x "$bin" ] || { echo "run_replay.sh: $bin missing: make build/bloomd $LOADGEN" >&2; exit 2; }
 done
 
-TMP=$(mktemp -d "${REPLAY_DIR:-/tmp}/bloomd-replay.XXXXXX")
+if [ -n "${REPLAY_DATA:-}" ]; then
+    TMP=$(cd "$REPLAY_DATA/.." && pwd)
+    REPLAY_KEEP=1
+else
+    TMP=$(mktemp -d "${REPLAY_DIR:-/tmp}/bloomd-replay.XXXXXX")
+fi
 PID=
 stop() {
     [ -n "$PID" ] || return 0
@@ -28,7 +35,11 @@ stop() {
     wait "$PID" 2>/dev/null || true
     PID=
 }
-trap 'stop KILL; rm -rf "$TMP"' EXIT
+if [ "${REPLAY_KEEP:-0}" = 1 ]; then
+    trap 'stop KILL; echo "kept: REPLAY_DATA=$TMP/data" >&2' EXIT
+else
+    trap 'stop KILL; rm -rf "$TMP"' EXIT
+fi
 trap 'exit 130' INT TERM
 
 # start LOG: starts the daemon on TMP/data; sets PID and PORT once it listens (600 s).
@@ -48,13 +59,15 @@ start() {
     return 1
 }
 
-mkdir -p "$TMP/data"
-start "$TMP/fill.log"
-echo "filling $KEYS keys (capacity=$CAPACITY error=0.01, durability everysec) ..." >&2
-"$LOADGEN" --port "$PORT" --keys "$KEYS" --repeat 0 --batch 100 --depth 8 --conns 4 \
-    --duration 3600 --timeout 60 --create "capacity=$CAPACITY error=0.01" | grep '^#' >&2
-sleep 2 # past one everysec fdatasync
-stop KILL
+if [ -z "${REPLAY_DATA:-}" ]; then
+    mkdir -p "$TMP/data"
+    start "$TMP/fill.log"
+    echo "filling $KEYS keys (capacity=$CAPACITY error=0.01, durability everysec) ..." >&2
+    "$LOADGEN" --port "$PORT" --keys "$KEYS" --repeat 0 --batch 100 --depth 8 --conns 4 \
+        --duration 3600 --timeout 60 --create "capacity=$CAPACITY error=0.01" | grep '^#' >&2
+    sleep 2 # past one everysec fdatasync
+    stop KILL
+fi
 JBYTES=$(du -sb "$TMP/data/journal" | cut -f1)
 echo "journal: $JBYTES bytes ($(awk -v b="$JBYTES" -v k="$KEYS" 'BEGIN { printf "%.2f", b / k }') per key)"
 printf '%-6s %10s %14s\n' round "start s" "keys/s replayed"
