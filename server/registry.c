@@ -39,6 +39,7 @@ struct filter *filter_new(const char *name, size_t len, const struct kind_ops *o
     flt->rotated_ms = 0;
     flt->ops = ops;
     flt->obj = obj;
+    flt->setop = NULL;
     flt->name_len = len;
     memcpy(flt->name, name, len);
     flt->name[len] = '\0';

@@ -23,6 +23,8 @@
 
 #include "lib/kind.h"
 
+struct setop;
+
 struct filter {
     _Atomic uint32_t refs;        /* the table's reference plus one per holder */
     _Atomic bool dropped;         /* set when DROP removed it from the table */
@@ -34,6 +36,8 @@ struct filter {
     _Atomic uint64_t keys_seen;   /* keys ADD/CHECKADD found present already */
     const struct kind_ops *ops;   /* the filter's kind */
     void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
+    struct setop *setop;          /* the background UNION/INTERSECT into it (server/setop.h),
+                                     or NULL; loop thread only */
     size_t name_len;
     char name[]; /* NUL-terminated copy (names never contain NUL) */
 };
