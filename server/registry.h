@@ -28,6 +28,7 @@ struct setop;
 struct filter {
     _Atomic uint32_t refs;        /* the table's reference plus one per holder */
     _Atomic bool dropped;         /* set when DROP removed it from the table */
+    _Atomic bool replaced;        /* set when registry_replace() put another in its place */
     _Atomic uint64_t changes;     /* bumped by every mutation; starts at 1 (never saved) */
     _Atomic int64_t saved_at;     /* Unix time of its last snapshot, 0 if none (snapshot.c) */
     _Atomic uint64_t journal_pos; /* journal position its last snapshot covers, 0 if none */
@@ -93,7 +94,8 @@ bool registry_remove(struct registry *r, const char *name, size_t len);
 
 /*
  * Puts fresh in place of old (same name; old must be in the table): the table's
- * reference moves from old to a new one on fresh.
+ * reference moves from old to a new one on fresh, and old is marked replaced (a snapshot
+ * of it would be stale: it is not written any more).
  */
 void registry_replace(struct registry *r, struct filter *old, struct filter *fresh);
 
