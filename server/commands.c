@@ -20,16 +20,16 @@
 #include "proto/number.h"
 #include "server/advance.h"
 #include "server/clock.h"
-#include "server/config.h"
 #include "server/cmdlib.h"
+#include "server/config.h"
 #include "server/durable.h"
 #include "server/kinds.h"
 #include "server/log.h"
 #include "server/offload.h"
 #include "server/park.h"
 #include "server/registry.h"
-#include "server/setop.h"
 #include "server/server.h"
+#include "server/setop.h"
 #include "server/snapshot.h"
 #include "server/stats.h"
 
@@ -677,8 +677,7 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     int rc = SBF_OK;
     if (cmd == PROTO_CMD_CHECK)
         f->ops->check_batch(f->obj, h, total, bits);
-    else
-    {
+    else {
         rc = f->ops->checkadd_batch(f->obj, h, total, bits); /* ADD is CHECKADD, counted */
         note_adds(f, h, total);
     }

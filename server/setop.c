@@ -78,11 +78,11 @@ struct setop {
     void *fresh;                /* the result, built by the job */
     struct sbf_hash *log;       /* adds to dst during the job (loop thread only) */
     size_t nlog, caplog;
-    bool redo;                         /* the log cannot stand for what happened to dst */
-    unsigned rounds;                   /* times it started again */
-    struct setop *next;                /* srv->setops: the operations under way */
-    struct setop *qhead, *qtail;       /* waiting behind this one (same dst), oldest first */
-    struct setop *wait_next;           /* in such a queue */
+    bool redo;                   /* the log cannot stand for what happened to dst */
+    unsigned rounds;             /* times it started again */
+    struct setop *next;          /* srv->setops: the operations under way */
+    struct setop *qhead, *qtail; /* waiting behind this one (same dst), oldest first */
+    struct setop *wait_next;     /* in such a queue */
 };
 
 struct setop_job {
@@ -575,8 +575,9 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
         return false;
     struct setop *active = later != NULL ? find_active(srv, req->name) : NULL;
     struct setop *op = NULL;
-    if (later == NULL || (active == NULL && (srv->snap == NULL || involved_bytes(&s, dst) <
-                                                                      SETOP_BACKGROUND_BYTES)) ||
+    if (later == NULL ||
+        (active == NULL &&
+         (srv->snap == NULL || involved_bytes(&s, dst) < SETOP_BACKGROUND_BYTES)) ||
         (op = calloc(1, sizeof *op)) == NULL) {
         now(srv, req->name, &s, dst, res, &pos);
         return res->status == RESULT_OK && durable_hold(srv, pos, res, later);

@@ -32,13 +32,14 @@ struct setop;
  * runs at once.
  */
 bool setop_execute(struct server *srv, const struct proto_request *req, struct result *res,
-                  struct completion *later);
+                   struct completion *later);
 
 /* Keys h[0..n) were added to the destination of op (f->setop): every key, present before
  * or not. */
 void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n);
 
-/* A change to op's destination that a log of adds cannot replay (DELETE): the operation starts again. */
+/* A change to op's destination that a log of adds cannot replay (DELETE): the operation starts
+ * again. */
 void setop_note_change(struct setop *op);
 
 #endif

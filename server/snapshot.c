@@ -58,15 +58,15 @@ struct snap_job;
 
 struct snapshotter {
     struct server *srv;
-    struct jobs *jobs;        /* the long lane (snapshot_jobs()) */
-    struct jobs *quick;       /* the quick lane: removals, small FLUSHes */
-    pthread_mutex_t lock;     /* guards everything below but timer */
-    pthread_cond_t turn;      /* broadcast when a lane lets go of a name or a removal ends */
-    const char *busy[2];      /* the name each lane works on now, or NULL */
-    uint64_t seq;             /* lane jobs posted so far */
+    struct jobs *jobs;         /* the long lane (snapshot_jobs()) */
+    struct jobs *quick;        /* the quick lane: removals, small FLUSHes */
+    pthread_mutex_t lock;      /* guards everything below but timer */
+    pthread_cond_t turn;       /* broadcast when a lane lets go of a name or a removal ends */
+    const char *busy[2];       /* the name each lane works on now, or NULL */
+    uint64_t seq;              /* lane jobs posted so far */
     struct snap_job *removals; /* removal jobs posted and not finished */
-    struct snap_job *flushes; /* queued FLUSH <name> jobs not started yet (merge targets) */
-    bool periodic_queued;     /* a timer job is queued or running: skip the next tick */
+    struct snap_job *flushes;  /* queued FLUSH <name> jobs not started yet (merge targets) */
+    bool periodic_queued;      /* a timer job is queued or running: skip the next tick */
     struct snapshot_stats stats;
     struct event *timer; /* every snapshot_interval seconds; NULL if disabled */
 };
