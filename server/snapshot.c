@@ -7,8 +7,8 @@
  *
  * Two lanes (two job threads), so that a DROP or the FLUSH of a small filter never waits
  * behind a long write of another: the quick lane takes file removals and FLUSHes of
- * filters under SNAPSHOT_QUICK_BYTES; the long lane everything else (the timer's and
- * FLUSH-all's writes, big FLUSHes, and the other background work of snapshot_jobs()).
+ * filters under SNAPSHOT_QUICK_BYTES (but time-driven ones); the long lane everything else (the
+ * timer's and FLUSH-all's writes, big FLUSHes, and the other background work of snapshot_jobs()).
  *
  * Why no stale file can come back, with two lanes: per name, the two lanes take turns
  * (claim(): a lane works on a name only while the other does not), so a write's last
@@ -435,10 +435,13 @@ int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn don
         s->flushes = j;
         pthread_mutex_unlock(&s->lock);
     }
+    /* A time-driven filter's dropped generations are freed by a job on the long lane
+     * (advance.c), after the jobs queued before it there: its writes stay on that lane. */
     struct kind_info info = {0};
     if (f != NULL)
         f->ops->info(f->obj, &info);
-    post(s, j, f != NULL && info.bytes < SNAPSHOT_QUICK_BYTES ? LANE_QUICK : LANE_LONG);
+    bool quick = f != NULL && f->ops->advance == NULL && info.bytes < SNAPSHOT_QUICK_BYTES;
+    post(s, j, quick ? LANE_QUICK : LANE_LONG);
     return 0;
 }
 
