@@ -300,8 +300,8 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
         size_t k = 0;
         if (n > 0)
             rc = f->ops->remove_batch(f->obj, h, n, &k);
-        if (f->setop != NULL) /* a removal cannot be replayed into a copy made meanwhile */
-            setop_note_change(f->setop);
+        if (k > 0) /* a removal cannot be replayed into a copy made meanwhile */
+            setop_note_delete(srv, f);
         if (k > 0 && durable_on(srv)) {
             struct journal_record rec = {
                 .type = JOURNAL_DELETE, .name = jname(f), .hashes = h, .nhashes = n};

@@ -51,8 +51,7 @@ void offload_release(struct server *srv, struct filter *const *f, size_t n,
         held += f[i] != NULL;
     if (held == 0 && obj == NULL)
         return;
-    /* Once stopping, the job thread may be draining for the last time: no new jobs. */
-    struct release_job *j = srv->snap != NULL && !srv->stopping ? calloc(1, sizeof *j) : NULL;
+    struct release_job *j = srv->snap != NULL ? calloc(1, sizeof *j) : NULL;
     if (j == NULL) {
         release_now(f, n, ops, obj);
         return;

@@ -18,7 +18,7 @@ struct filter;
 /*
  * Takes over the references f[0..n) (n <= OFFLOAD_MAX; NULL entries skipped) and obj of
  * kind ops (NULL: none), and drops or frees them on the job thread behind the jobs queued
- * there; inline when snapshots do not run, the server is stopping or memory is short.
+ * there; inline when snapshots do not run or memory is short.
  */
 void offload_release(struct server *srv, struct filter *const *f, size_t n,
                      const struct kind_ops *ops, void *obj);

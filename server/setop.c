@@ -11,7 +11,7 @@
  *                 sources are only read, as the src of merge/intersect, which kind.h
  *                 allows beside their writer on the loop.
  *   done (loop)   if dst and every source are still the filters the table holds, no
- *                 DELETE hit dst and the log did not overflow, the logged adds go into
+ *                 DELETE hit any of them and the log did not overflow, the logged adds go into
  *                 the fresh object, which replaces dst (or is installed), and the
  *                 operation is journaled; otherwise it starts again from the filters as
  *                 they are now, at most SETOP_ROUNDS times.
@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "lib/journal_record.h"
 #include "lib/kind.h"
@@ -117,38 +118,51 @@ static void release_sources(struct sources *s)
     s->n = 0;
 }
 
+/* Slots of the table that finds a repeated source name without a lookup (> 2 * 64). */
+#define SEEN_SLOTS 256
+
 /*
  * Collects the distinct sources into s: each exists, has the kind and parameters of the
- * first, and can be merged. Returns true, or false with res set (and nothing held).
+ * first, and can be merged. A name given again is found in a small table of the names
+ * seen (a 1 MiB line names a source ~100k times; names and filters map one to one), so
+ * it costs one hash, not a lookup. Returns true, or false with res set (nothing held).
  */
 static bool check_sources(struct server *srv, struct name_iter *it, struct result *res,
                           struct sources *s, bool *any_grown)
 {
+    struct {
+        uint64_t h;
+        size_t idx; /* into s: + 1, 0 for an empty slot */
+    } seen[SEEN_SLOTS] = {{0, 0}};
     struct proto_slice name;
     *any_grown = false;
     while (next_name(it, &name)) {
+        uint64_t h = XXH3_64bits(name.ptr, name.len);
+        size_t slot = (size_t)h & (SEEN_SLOTS - 1);
+        bool again = false;
+        for (; seen[slot].idx != 0 && !again; slot = (slot + 1) & (SEEN_SLOTS - 1)) {
+            const struct proto_slice *n = &s->names[seen[slot].idx - 1];
+            again =
+                seen[slot].h == h && n->len == name.len && memcmp(n->ptr, name.ptr, name.len) == 0;
+        }
+        if (again)
+            continue;
+        if (s->n == SETOP_MAX_SOURCES) {
+            result_set(res, RESULT_CLIENT_ERROR, "too many source filters (at most 64 distinct)");
+            goto fail;
+        }
         struct filter *src = cmdlib_lookup(srv, name);
         if (src == NULL) {
             cmdlib_not_found(res, name);
             goto fail;
         }
-        bool seen = false;
-        for (size_t i = 0; i < s->n && !seen; i++)
-            seen = s->src[i] == src;
-        if (seen) {
-            filter_unref(src);
-            continue;
-        }
         struct filter *first = s->n > 0 ? s->src[0] : src;
         bool ok = first->ops == src->ops && src->ops->compatible(first->obj, src->obj);
         bool can = s->intersect ? src->ops->intersect != NULL : src->ops->merge != NULL;
-        if (s->n == SETOP_MAX_SOURCES) {
-            filter_unref(src);
-            result_set(res, RESULT_CLIENT_ERROR, "too many source filters (at most 64 distinct)");
-            goto fail;
-        }
         s->names[s->n] = name;
         s->src[s->n++] = src;
+        seen[slot].h = h;
+        seen[slot].idx = s->n;
         *any_grown |= src->ops->grown(src->obj);
         if (!can) {
             cmdlib_lib_error(res, SBF_ENOTSUP);
@@ -612,6 +626,15 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
     return res->status == RESULT_OK && durable_hold(srv, pos, res, later);
 }
 
+/* The log cannot stand for what happened: the operation starts again once its job ends. */
+static void redo(struct setop *op)
+{
+    op->redo = true;
+    free(op->log);
+    op->log = NULL;
+    op->nlog = op->caplog = 0;
+}
+
 void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n)
 {
     if (op->redo)
@@ -624,7 +647,7 @@ void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n)
         if (cap <= SETOP_LOG_MAX)
             grown = realloc(op->log, cap * sizeof *grown);
         if (grown == NULL) { /* too many, or no memory: the log cannot stand for them */
-            setop_note_change(op);
+            redo(op);
             return;
         }
         op->log = grown;
@@ -634,10 +657,13 @@ void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n)
     op->nlog += n;
 }
 
-void setop_note_change(struct setop *op)
+void setop_note_delete(struct server *srv, const struct filter *f)
 {
-    op->redo = true;
-    free(op->log);
-    op->log = NULL;
-    op->nlog = op->caplog = 0;
+    for (struct setop *op = srv->setops; op != NULL; op = op->next) {
+        bool reads = op->dst == f;
+        for (size_t i = 0; i < op->s.n && !reads; i++)
+            reads = op->s.src[i] == f;
+        if (reads)
+            redo(op);
+    }
 }

@@ -17,6 +17,7 @@
 
 struct server;
 struct completion;
+struct filter;
 struct setop;
 
 /* At most this many distinct sources (a name repeated counts once) per request. */
@@ -38,8 +39,10 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
  * or not. */
 void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n);
 
-/* A change to op's destination that a log of adds cannot replay (DELETE): the operation starts
- * again. */
-void setop_note_change(struct setop *op);
+/*
+ * A DELETE hit f: a background operation reading f (as its destination or a source)
+ * starts again, since a log of adds cannot stand for a removal.
+ */
+void setop_note_delete(struct server *srv, const struct filter *f);
 
 #endif

@@ -197,3 +197,22 @@ def test_restart_after_a_background_operation(daemon_factory, mode):
         lost = [k for k, a, b in zip(probe, want[n], got[n]) if a and not b]
         assert not lost, (mode, n, lost[:5])
     assert all(got["dst"][:len(during)])
+
+
+def test_expandable_union_with_delete_meanwhile(daemon_factory):
+    d = daemon_factory(args=["--snapshot-interval", "0", "--max-memory", "2G"])
+    with d.client(timeout=120) as c, d.client(timeout=120) as w:
+        for name in ("e0", "e1", "e2"):
+            assert c.cmd("CREATE %s kind=expandable capacity=1000000" % name) == "CREATED"
+        c.add("e0", ["gone", "kept"])
+        c.add("e1", src_keys(1))
+        c.add("e2", src_keys(2))
+        with d.client(timeout=120) as f:
+            busy_job_thread(d, f)
+            c.send("UNION e0 e1 e2\r\n")
+            time.sleep(0.1)
+            assert w.cmd("DELETE e0 gone") == "REMOVED 1"
+            assert c.line() == "OK"
+            assert f.line() == "OK"
+        assert c.cmd("CHECK e0 gone kept") == "0 1"
+        assert all(c.check("e0", src_keys(1) + src_keys(2)))
