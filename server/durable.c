@@ -1,10 +1,13 @@
 /*
  * durable.c - the journal wired into the server. Records are appended right after the
  * mutation they describe (checked before it, so a write the disk cannot take changes
- * nothing); a low-priority event commits once per loop pass, after every connection's
- * input of that pass ran, so all of a pass's writes share one write(2) and, in mode
- * always, one fdatasync. Held replies wait in a FIFO ordered by position; the journal's
- * DURABLE and FAILED events release them from the front.
+ * nothing); an event activated by the pass's first append commits at the end of that
+ * loop pass (libevent runs active events in activation order, and every connection made
+ * ready by the pass's poll was queued before it), so all of a pass's writes share one
+ * write(2) and, in mode always, one fdatasync. It has the ordinary priority on purpose:
+ * a lower one would never run while some connection is always ready (libevent serves
+ * only the highest non-empty priority per pass). Held replies wait in a FIFO ordered by position;
+ * the journal's DURABLE and FAILED events release them from the front.
  *
  * Replay rule: a record about filter f is applied only if its position is above the one
  * f's snapshot covers (f->journal_pos). Adds, unions and clears are idempotent, so a
@@ -42,7 +45,7 @@ struct held {
 struct durable {
     struct journal *j;
     int mode;                 /* enum durability */
-    struct event *commit;     /* low priority: end of a loop pass */
+    struct event *commit;     /* active: runs at the end of this loop pass */
     struct event *events;     /* journal_fd readable */
     bool commit_armed;        /* commit is active for this pass */
     struct held *head, *tail; /* held replies, positions increasing */
@@ -432,10 +435,7 @@ int durable_attach(struct server *srv, struct event_base *base)
         return 0;
     d->commit = event_new(base, -1, 0, on_commit, d);
     d->events = event_new(base, journal_fd(d->j), EV_READ | EV_PERSIST, on_events, srv);
-    /* The commit runs after every ordinary event of the pass (worker.c: 3 priorities,
-     * ordinary events at 1). */
-    if (d->commit == NULL || d->events == NULL || event_priority_set(d->commit, 2) != 0 ||
-        event_add(d->events, NULL) != 0) {
+    if (d->commit == NULL || d->events == NULL || event_add(d->events, NULL) != 0) {
         log_msg(LOG_ERROR, "journal: cannot watch the journal's events");
         return -1;
     }

@@ -33,9 +33,8 @@ int worker_init(struct worker *w, struct server *srv)
     srv->counters = &w->stats; /* one worker today: STATS reads its counters */
     w->rbuf = malloc(WORKER_RBUF);
     w->base = event_base_new();
-    /* Three priorities, ordinary events at 1 (the default): the journal's commit at 2 runs
-     * after every connection of a pass (server/durable.c). */
-    if (w->rbuf == NULL || w->base == NULL || event_base_priority_init(w->base, 3) != 0) {
+    /* One priority for every event: a lower one could starve (server/durable.c). */
+    if (w->rbuf == NULL || w->base == NULL) {
         log_msg(LOG_ERROR, "cannot create the event loop");
         return -1;
     }
