@@ -361,14 +361,14 @@ static void unlink_active(struct setop *op)
 /* Lets go of the references and the result of the current round, off the loop. */
 static void release_round(struct setop *op)
 {
+    if (op->dst != NULL && op->dst->setop == op)
+        op->dst->setop = NULL;
     struct filter *refs[SETOP_MAX_SOURCES + 1];
     size_t n = 0;
     refs[n++] = op->dst;
     for (size_t i = 0; i < op->s.n; i++)
         refs[n++] = op->s.src[i];
-    offload_release(op->srv, refs, n, op->ops, op->fresh);
-    if (op->dst != NULL && op->dst->setop == op)
-        op->dst->setop = NULL;
+    offload_release(op->srv, refs, n, op->ops, op->fresh); /* gone once posted */
     op->dst = NULL;
     op->fresh = NULL;
     memset(op->s.src, 0, sizeof op->s.src);
@@ -432,8 +432,8 @@ static bool post(struct setop *op, struct sources *s, struct filter *dst, struct
         return false;
     }
     op->s = *s;
-    for (size_t i = 0; i < op->s.n; i++) { /* the names of the sources found: copies */
-        memcpy(op->src_names[i], s->names[i].ptr, s->names[i].len);
+    for (size_t i = 0; i < op->s.n; i++) { /* copies (a new round's are in place already) */
+        memmove(op->src_names[i], s->names[i].ptr, s->names[i].len);
         op->src_names[i][s->names[i].len] = '\0';
         op->s.names[i] = (struct proto_slice){op->src_names[i], s->names[i].len};
     }

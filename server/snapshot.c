@@ -148,6 +148,23 @@ static void claim(struct snap_job *j, const char *name)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Waits until every removal posted before j has finished (FLUSH of every filter covers
+ * the DROPs before it, as when one thread ran everything). */
+static void wait_removals(struct snap_job *j)
+{
+    struct snapshotter *s = j->s;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        bool wait = false;
+        for (const struct snap_job *r = s->removals; r != NULL && !wait; r = r->next_removal)
+            wait = r->seq < j->seq;
+        if (!wait)
+            break;
+        pthread_cond_wait(&s->turn, &s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* Lets go of j's turn; a removal also leaves s->removals. */
 static void unclaim(struct snap_job *j)
 {
@@ -226,6 +243,8 @@ static void run_write(struct snap_job *j)
         filter_unref(j->filters[i]);
         j->filters[i] = NULL;
     }
+    if (j->all)
+        wait_removals(j);
     uint64_t ms = clock_mono_ms() - t0;
     if (j->all)
         durable_truncate(s->srv, j->covered); /* segments every snapshot now covers */

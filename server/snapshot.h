@@ -54,7 +54,8 @@ typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
  * calls done(arg, ...) on the event loop once that is durable. A FLUSH of one small
  * filter (under 4 MiB, not time-driven) goes to the quick lane, the rest to the long lane
  * behind the jobs queued there; either way an earlier DROP's removal of the same name is
- * done first, and a write never lands after a newer one of the same name. The job holds its own
+ * done first, and a write never lands after a newer one of the same name. A write of
+ * every filter also waits for every removal queued before it. The job holds its own
  * references. A FLUSH of one filter that finds a FLUSH of the same filter queued and not
  * started shares that write (it starts after both arrived), so clients looping FLUSH
  * cause one write at a time, not a growing queue. Returns 0, or SNAPSHOT_ENOMEM and done
