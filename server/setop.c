@@ -358,6 +358,17 @@ static void unlink_active(struct setop *op)
     op->next = NULL;
 }
 
+/* Copies the names of the sources s found into op (a new round's are there already). */
+static void keep_names(struct setop *op, const struct sources *s)
+{
+    op->s.n = s->n;
+    for (size_t i = 0; i < s->n; i++) {
+        memmove(op->src_names[i], s->names[i].ptr, s->names[i].len);
+        op->src_names[i][s->names[i].len] = '\0';
+        op->s.names[i] = (struct proto_slice){op->src_names[i], s->names[i].len};
+    }
+}
+
 /* Lets go of the references and the result of the current round, off the loop. */
 static void release_round(struct setop *op)
 {
@@ -432,11 +443,7 @@ static bool post(struct setop *op, struct sources *s, struct filter *dst, struct
         return false;
     }
     op->s = *s;
-    for (size_t i = 0; i < op->s.n; i++) { /* copies (a new round's are in place already) */
-        memmove(op->src_names[i], s->names[i].ptr, s->names[i].len);
-        op->src_names[i][s->names[i].len] = '\0';
-        op->s.names[i] = (struct proto_slice){op->src_names[i], s->names[i].len};
-    }
+    keep_names(op, s);
     op->dst = dst;
     op->ops = dst != NULL ? dst->ops : s->src[0]->ops;
     op->redo = false;
@@ -576,6 +583,15 @@ static void job_done(struct job *job)
     result_free(&res);
 }
 
+/* The log cannot stand for what happened: the operation starts again once its job ends. */
+static void redo(struct setop *op)
+{
+    op->redo = true;
+    free(op->log);
+    op->log = NULL;
+    op->nlog = op->caplog = 0;
+}
+
 /* ---- the entry points ---- */
 
 bool setop_execute(struct server *srv, const struct proto_request *req, struct result *res,
@@ -587,13 +603,15 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
     uint64_t pos = 0;
     if (!prepare(srv, &it, req->name, &s, &dst, res))
         return false;
-    struct setop *active = later != NULL ? find_active(srv, req->name) : NULL;
+    struct setop *active = find_active(srv, req->name);
     struct setop *op = NULL;
     if (later == NULL ||
         (active == NULL &&
          (srv->snap == NULL || involved_bytes(&s, dst) < SETOP_BACKGROUND_BYTES)) ||
         (op = calloc(1, sizeof *op)) == NULL) {
         now(srv, req->name, &s, dst, res, &pos);
+        if (active != NULL) /* nobody to answer later, or no memory: dst changed under it */
+            redo(active);
         return res->status == RESULT_OK && durable_hold(srv, pos, res, later);
     }
     op->srv = srv;
@@ -603,11 +621,7 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
     op->dst_len = req->name.len;
     if (active != NULL) {
         /* Behind the one under way: it starts from its names once that one answered. */
-        op->s.n = s.n;
-        for (size_t i = 0; i < s.n; i++) {
-            memcpy(op->src_names[i], s.names[i].ptr, s.names[i].len);
-            op->src_names[i][s.names[i].len] = '\0';
-        }
+        keep_names(op, &s);
         release_sources(&s);
         filter_unref(dst);
         if (active->qtail != NULL)
@@ -624,15 +638,6 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
     unlink_active(op);
     free(op);
     return res->status == RESULT_OK && durable_hold(srv, pos, res, later);
-}
-
-/* The log cannot stand for what happened: the operation starts again once its job ends. */
-static void redo(struct setop *op)
-{
-    op->redo = true;
-    free(op->log);
-    op->log = NULL;
-    op->nlog = op->caplog = 0;
 }
 
 void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n)

@@ -343,12 +343,28 @@ static void blocker_free(struct job *j)
     (void)j; /* owned by the test */
 }
 
+/* Puts b on the long lane: it holds it until blocker_release(). */
+static void blocker_post(struct fixture *fx, struct blocker *b)
+{
+    *b = (struct blocker){.job = {.run = blocker_run, .free = blocker_free}};
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    jobs_post(snapshot_jobs(fx->srv.snap), &b->job);
+}
+
 static void blocker_release(struct blocker *b)
 {
     pthread_mutex_lock(&b->lock);
     b->go = true;
     pthread_cond_signal(&b->cond);
     pthread_mutex_unlock(&b->lock);
+}
+
+/* Once a later job on the long lane answered, b is done with. */
+static void blocker_destroy(struct blocker *b)
+{
+    pthread_cond_destroy(&b->cond);
+    pthread_mutex_destroy(&b->lock);
 }
 
 /* A DROP and a FLUSH of a small filter answer while the long lane is busy elsewhere. */
@@ -358,10 +374,8 @@ static void test_quick_lane_not_behind_long_write(void **state)
     struct filter *small = make(fx, "small", "s", 10);
     make(fx, "gone", "g", 10);
     assert_int_equal(flush(fx, NULL), 0);
-    struct blocker b = {.job = {.run = blocker_run, .free = blocker_free}};
-    pthread_mutex_init(&b.lock, NULL);
-    pthread_cond_init(&b.cond, NULL);
-    jobs_post(snapshot_jobs(fx->srv.snap), &b.job);
+    struct blocker b;
+    blocker_post(fx, &b);
     add(small, "t", 10);
     int before = fx->calls;
     assert_int_equal(snapshot_flush(fx->srv.snap, small, on_done, fx), 0);
@@ -374,8 +388,7 @@ static void test_quick_lane_not_behind_long_write(void **state)
     assert_false(exists(fx, "gone.bloom"));
     blocker_release(&b);
     assert_int_equal(flush(fx, NULL), 0); /* behind the blocker: it ran */
-    pthread_cond_destroy(&b.cond);
-    pthread_mutex_destroy(&b.lock);
+    blocker_destroy(&b);
 }
 
 /* DROP then CREATE of one name: the long lane's write of the new filter waits for the
@@ -385,12 +398,10 @@ static void test_removal_before_newer_write(void **state)
     struct fixture *fx = *state;
     make(fx, "x", "old", 10);
     assert_int_equal(flush(fx, NULL), 0);
-    struct blocker b = {.job = {.run = blocker_run, .free = blocker_free}};
-    pthread_mutex_init(&b.lock, NULL);
-    pthread_cond_init(&b.cond, NULL);
     /* The blocker holds the long lane while the removal (quick lane) and the write of the
      * new filter (long lane, behind the blocker) are queued. */
-    jobs_post(snapshot_jobs(fx->srv.snap), &b.job);
+    struct blocker b;
+    blocker_post(fx, &b);
     assert_true(registry_remove(fx->srv.reg, "x", 1));
     assert_int_equal(snapshot_forget(fx->srv.snap, "x", 1, NULL, NULL), 0);
     make(fx, "x", "new", 10);
@@ -400,8 +411,7 @@ static void test_removal_before_newer_write(void **state)
     wait_for(fx, before + 1);
     assert_int_equal(fx->last_err, 0);
     assert_true(exists(fx, "x.bloom"));
-    pthread_cond_destroy(&b.cond);
-    pthread_mutex_destroy(&b.lock);
+    blocker_destroy(&b);
     assert_int_equal(snapshot_stop(&fx->srv), 0);
     server_destroy(&fx->srv);
     start(fx);
