@@ -15,7 +15,7 @@ VOLUME=bloomd-test-data-$$
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # runc cannot raise RLIMIT_NOFILE/NPROC inside this kind of sandbox; podman's defaults
 # ask for more than the host allows, so every container gets explicit limits.
-LIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=4096:4096)
+LIMITS=(--ulimit nofile=16384:16384 --ulimit nproc=4096:4096)
 # Podman schedules periodic health checks with systemd timers, absent here (it logs an
 # error per container, kept in $work/podman.log): the test runs the image's HEALTHCHECK
 # itself with `podman healthcheck run`.

@@ -34,6 +34,8 @@ struct mc_entry {
     "delete is not supported: a Bloom filter cannot forget one key (a windowed filter forgets "    \
     "keys by itself as they age out of its window)"
 
+#define WHY_STATS_GROUP "stats takes no group: a Bloom filter has no items, slabs or keys to list"
+
 /* Hot commands first: the lookup is a short linear scan. memcached is case-sensitive. */
 static const struct mc_entry mc_table[] = {
     {"add", MC_KIND_STORE, MC_CMD_ADD, PROTO_CMD_CHECKADD, false, NULL},
@@ -69,6 +71,11 @@ static const struct mc_entry mc_table[] = {
 };
 
 #define MC_TABLE_LEN (sizeof(mc_table) / sizeof(mc_table[0]))
+
+/* `version` answers the memcached release whose text protocol this is, then bloomd's:
+ * libmemcached (memcping, memcstat, php-memcached, pylibmc) takes a major version of 0
+ * for a reply it cannot parse and then fails ping and stats. */
+#define MC_VERSION_PREFIX "VERSION 1.6.0-bloomd-"
 
 /* Storage line tokens: key flags exptime bytes [cas] (noreply is taken off first). */
 #define MC_STORE_MAX_TOKENS 6
@@ -274,9 +281,13 @@ static int parse_line(struct proto_slice rest, const char *buf, size_t len, size
         take_noreply(tok, take_tokens(rest, tok, 3), 3, m);
         return fail(m, MC_ERR_REFUSED, e->why, cmd);
     case MC_KIND_PLAIN:
-        if (take_tokens(rest, tok, 1) > 0)
-            return fail(m, MC_ERR_FORMAT, "bad command line format: too many arguments", tok[0]);
-        return MC_OK;
+        if (take_tokens(rest, tok, 1) == 0)
+            return MC_OK;
+        /* stats items, stats slabs, stats cachedump (memcdump): no such figures here. */
+        return fail(m, MC_ERR_FORMAT,
+                    e->cmd == MC_CMD_STATS ? WHY_STATS_GROUP
+                                           : "bad command line format: too many arguments",
+                    tok[0]);
     case MC_KIND_VERBOSITY:
         n = take_noreply(tok, take_tokens(rest, tok, 3), 2, m);
         if (n != 1)
@@ -587,7 +598,7 @@ void mc_format_result(struct proto_buf *b, const struct mc_request *m, const str
         proto_reply_word(b, "STORED");
         return;
     case MC_CMD_VERSION:
-        proto_buf_append(b, "VERSION ", 8);
+        proto_buf_append(b, MC_VERSION_PREFIX, sizeof(MC_VERSION_PREFIX) - 1);
         proto_reply_word(b, r->status == RESULT_VERSION && r->text != NULL ? r->text : "");
         return;
     case MC_CMD_STATS:

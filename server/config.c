@@ -785,14 +785,15 @@ const char *config_usage(void)
         return text;
     struct config def;
     config_defaults(&def);
-    size_t n = (size_t)snprintf(text, sizeof(text),
-                                "usage: bloomd [options]\n"
-                                "Keeps named scalable Bloom filters in memory and serves them "
-                                "over a text protocol.\n\n"
-                                "  -h, --help                     this text\n"
-                                "  -V, --version                  print the version and exit\n"
-                                "  --ping                         exit 0 if the configured server "
-                                "answers VERSION within 2 s\n");
+    size_t n =
+        (size_t)snprintf(text, sizeof(text),
+                         "usage: bloomd [options]\n"
+                         "Keeps named scalable Bloom filters in memory and serves them "
+                         "over a text protocol.\n\n"
+                         "  -h, --help                       this text\n"
+                         "  -V, --version                    print the version and exit\n"
+                         "  --ping                           exit 0 if the configured server "
+                         "answers VERSION within 2 s\n");
     for (size_t i = 0; i < NOPTS && n < sizeof(text); i++) {
         char flag[64], value[64];
         if (flag_forbidden(opts[i].name))
@@ -802,7 +803,7 @@ const char *config_usage(void)
             if (flag[j] == '_')
                 flag[j] = '-';
         format_value(&def, &opts[i], value, sizeof(value));
-        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-30s %s [default: %s]\n", flag,
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-32s %s [default: %s]\n", flag,
                               opts[i].help, value);
     }
     if (n < sizeof(text))

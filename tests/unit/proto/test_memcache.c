@@ -684,7 +684,7 @@ static void test_format_misc(void **state)
     parse_ok("quit\r\n", &m);
     result_set(&r, RESULT_CLOSE, NULL);
     mc_format_result(&b, &m, &r);
-    expect_buf(&b, "VERSION 0.1.0\r\nOK\r\nMN\r\nOK\r\n"
+    expect_buf(&b, "VERSION 1.6.0-bloomd-0.1.0\r\nOK\r\nMN\r\nOK\r\n"
                    "CLIENT_ERROR flush_all is disabled: it would clear every filter\r\n");
     result_free(&r);
     proto_buf_free(&b);
@@ -752,6 +752,11 @@ static void test_format_parse_errors(void **state)
     expect_error_reply("get .a:b\r\n", 0, "CLIENT_ERROR invalid filter name before ':' '.a:b'\r\n");
     expect_error_reply("add k x 0 1\r\n", 0, "CLIENT_ERROR bad command line format: flags 'x'\r\n");
     expect_error_reply("get\r\n", 0, "CLIENT_ERROR bad command line format: no keys\r\n");
+    expect_error_reply("stats cachedump 1 0\r\n", 0,
+                       "CLIENT_ERROR stats takes no group: a Bloom filter has no items, slabs or "
+                       "keys to list 'cachedump'\r\n");
+    expect_error_reply("version x\r\n", 0,
+                       "CLIENT_ERROR bad command line format: too many arguments 'x'\r\n");
     expect_error_reply("delete k\r\n", 0,
                        "CLIENT_ERROR delete is not supported: a Bloom filter cannot forget one key "
                        "(a windowed filter forgets keys by itself as they age out of its "
