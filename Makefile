@@ -85,7 +85,7 @@ DEPS_TEST := build/.deps-test
 DEPS_BENCH := build/.deps-bench
 
 .PHONY: all run test unit integration fuzz fuzz-smoke format format-check bench bench-lib \
-        bench-proto bench-net bench-snapshot bench-http bench-tls docker-test clean install uninstall \
+        bench-proto bench-net bench-snapshot bench-http bench-tls bench-fair docker-test clean install uninstall \
         install-python uninstall-python
 .DEFAULT_GOAL := all
 
@@ -167,8 +167,8 @@ export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-integration: $(ASAN)/bloomd $(REL)/bench/loadgen | $(DEPS_TEST)
-	BLOOMD_BIN=$(CURDIR)/$(ASAN)/bloomd $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+integration: $(ASAN)/bloomd build/bloomd $(REL)/bench/loadgen | $(DEPS_TEST)
+	BLOOMD_BIN=$(CURDIR)/$(ASAN)/bloomd BLOOMD_REL_BIN=$(CURDIR)/build/bloomd $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 	LOADGEN=$(CURDIR)/$(REL)/bench/loadgen PYTHONPATH=$(CURDIR)/clients/python/src \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider bench/test_loadgen.py docker/test_click_worker.py
 	@if [ -d clients/python/tests ]; then \
@@ -194,7 +194,7 @@ format-check: | $(DEPS_TEST)
 	$(PYTHON) scripts/check-includes.py
 
 # ---- benchmarks ----
-bench: bench-lib bench-proto bench-net bench-snapshot bench-http bench-tls
+bench: bench-lib bench-proto bench-net bench-snapshot bench-http bench-tls bench-fair
 bench-lib: $(REL)/bench/bench_lib
 	$(REL)/bench/bench_lib
 bench-proto: $(REL)/bench/bench_proto
@@ -207,6 +207,8 @@ bench-http: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_http.sh
 bench-tls: build/bloomd | $(DEPS_BENCH)
 	bench/run_tls.sh
+bench-fair: build/bloomd
+	bench/run_fair.sh
 
 docker-test:
 	scripts/deps.sh docker

@@ -1313,6 +1313,7 @@ void expandable_info(const struct expandable *f, struct expandable_info *out)
     out->expansions =
         log2((double)out->blocks / (double)((UINT64_C(1) << f->l0) + exp_initial_cursor(f)));
     out->fingerprint = f->w - 1;
+    out->header = sizeof(*f);
     out->stash = atomic_load_explicit(&f->nstash, memory_order_relaxed);
     out->load = (double)out->entries / ((double)out->blocks * (double)f->c);
     uint64_t bits = atomic_load_explicit(&f->fp_bits, memory_order_relaxed);

@@ -94,6 +94,7 @@ struct expandable_info {
     uint64_t splits;      /* block splits since creation (expansion work done) */
     double expansions;    /* doublings since creation, fractional: level - level0 + round */
     uint32_t fingerprint; /* stored fingerprint bits of a new key */
+    uint64_t header;      /* bytes of the filter's own struct, besides its blocks */
     uint32_t stash;       /* entries in the overflow area */
     double load;          /* entries / (blocks * slots per block) */
     double error_bound;   /* the current false-positive bound (<= the promise) */

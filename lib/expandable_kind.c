@@ -101,6 +101,7 @@ static void k_info(const void *f, struct kind_info *out)
     out->items = info.items;
     out->capacity = info.capacity;
     out->error = expandable_params(f)->error;
+    out->header = info.header;
 }
 
 /* INFO's fields, in this order. */

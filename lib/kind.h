@@ -38,6 +38,7 @@ struct kind_info {
     uint64_t items;     /* keys added (exact, or an estimate after a merge) */
     uint64_t capacity;  /* keys it holds now at its promised error */
     double error;       /* the promised false-positive rate */
+    uint64_t header;    /* bytes of the filter's own structures besides its bits (headers) */
 };
 
 /* A value of a kind-specific figure, for INFO and the metrics pages. */

@@ -456,6 +456,7 @@ void sbf_info(const struct sbf *f, struct sbf_info *out)
     uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
     memset(out, 0, sizeof(*out));
     out->stages = n;
+    out->header = sizeof(*f);
     for (uint32_t i = 0; i < n; i++) {
         const struct sbf_stage *s = &f->stages[i];
         out->bytes += s->nblocks * BLOOM_BLOCK_BYTES;

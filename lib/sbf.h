@@ -155,6 +155,7 @@ struct sbf_info {
     uint32_t stages;   /* stages in use */
     uint64_t capacity; /* sum of stage capacities */
     uint64_t items;    /* exact count of new keys added (estimate after union/intersect) */
+    uint64_t header;   /* bytes of the filter's own struct (its stage table), besides bits */
 };
 void sbf_info(const struct sbf *f, struct sbf_info *out);
 

@@ -88,6 +88,7 @@ static void k_info(const void *f, struct kind_info *out)
     out->items = info.items;
     out->capacity = info.capacity;
     out->error = sbf_params(f)->error;
+    out->header = info.header;
 }
 
 /* INFO's fields of a plain filter, in the order INFO has always listed them. */

@@ -377,9 +377,11 @@ void window_info(const struct window *w, struct window_info *out)
     out->live = s.live;
     out->epoch_ms = w->epoch;
     out->span = s.span;
+    out->header = sizeof(*w);
     for (uint32_t c = 0; c < s.live; c++) {
         struct sbf_info si;
         sbf_info(gen_at(w, s, c), &si);
+        out->header += si.header;
         out->bytes += si.bytes;
         out->items += si.items;
         out->capacity += si.capacity;

@@ -119,6 +119,7 @@ struct window_info {
     uint32_t stages;   /* the most stages of any live generation */
     int64_t epoch_ms;  /* start of span 0 */
     uint64_t span;     /* index of the current span */
+    uint64_t header;   /* bytes of its own structs and the live generations' headers */
 };
 void window_info(const struct window *w, struct window_info *out);
 

@@ -96,6 +96,7 @@ static void k_info(const void *f, struct kind_info *out)
     out->items = info.items;
     out->capacity = info.capacity;
     out->error = window_params(f)->sbf.error;
+    out->header = info.header;
 }
 
 /* Static names for the per-generation figures: kind_field_fn wants static names. */

@@ -4,6 +4,7 @@
 #include "server/cmdlib.h"
 
 #include "server/advance.h"
+#include "server/budget.h"
 #include "server/clock.h"
 #include "server/registry.h"
 #include "server/server.h"
@@ -52,6 +53,10 @@ int cmdlib_install(struct server *srv, struct proto_slice name, const struct kin
     struct filter *f = filter_new(name.ptr, name.len, ops, obj);
     if (f == NULL) {
         ops->free(obj);
+        return SBF_ENOMEM;
+    }
+    if (!budget_fits(&srv->budget, registry_entry_bytes(f))) {
+        filter_unref(f); /* its overhead would pass max_memory: refused like its bits */
         return SBF_ENOMEM;
     }
     int rc = registry_put(srv->reg, f);

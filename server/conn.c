@@ -17,31 +17,52 @@
  * commands.c, which knows no connections. A failed AUTH parks its own reply on a timer
  * (the parked path above), and nothing else runs meanwhile, so guessing costs
  * CONN_AUTH_DELAY_MS per try; after CONN_AUTH_MAX_FAILURES the connection is closed.
+ *
+ * Fairness: each turn (an event of the connection) executes one quantum, about
+ * CONN_QUANTUM_BYTES of input or CONN_QUANTUM_KEYS keys (a request always whole). A
+ * connection with input left after its quantum is backlogged: it stops reading (TCP
+ * backpressure bounds it) and waits in the worker's backlog (server/fair.h) for its next
+ * turn; a client whose input fits in a quantum never goes there. A heavy client (its last
+ * turn used a whole quantum, or it holds a long line) always waits for the backlog's
+ * round, so one pass serves every polite client at once and a bounded amount of heavy
+ * work (the round's slice, server/fair.h, plus one quantum).
+ *
+ * Memory: what a connection holds (itself, its input, output and held replies) is
+ * counted in the server's budget (BUDGET_CONNECTIONS) at the end of each turn, by the
+ * change of capacities; when the total passes max_memory the connections holding the
+ * most are told so and closed (shed()), largest first, until it is back under.
  */
 #include "server/conn.h"
 
 #include <errno.h>
 #include <event2/event.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "server/auth.h"
+#include "server/budget.h"
 #include "server/commands.h"
+#include "server/fair.h"
 #include "server/log.h"
 #include "server/netaddr.h"
 #include "server/park.h"
 #include "server/server.h"
 #include "server/worker.h"
 
-#define CONN_MIN_IN 1024         /* input buffers up to this size are kept while idle */
-#define CONN_KEEP_OUT 4096       /* larger reply buffers are freed once drained */
-#define CONN_CLOSE_SECONDS 5     /* wait for a closing client to read its last reply */
-#define CONN_MAX_PARKED 1024     /* parked requests per connection before parsing waits */
-#define CONN_AUTH_DELAY_MS 250   /* a failed AUTH is answered this late */
-#define CONN_AUTH_MAX_FAILURES 5 /* failed AUTHs before the connection is closed */
+#define CONN_MIN_IN 1024               /* input buffers up to this size are kept while idle */
+#define CONN_KEEP_OUT 4096             /* larger reply buffers are freed once drained */
+#define CONN_CLOSE_SECONDS 5           /* wait for a closing client to read its last reply */
+#define CONN_MAX_PARKED 1024           /* parked requests per connection before parsing waits */
+#define CONN_AUTH_DELAY_MS 250         /* a failed AUTH is answered this late */
+#define CONN_AUTH_MAX_FAILURES 5       /* failed AUTHs before the connection is closed */
+#define CONN_QUANTUM_BYTES (64 * 1024) /* input parsed per turn before yielding */
+#define CONN_QUANTUM_KEYS 4096         /* keys executed per turn before yielding */
+#define CONN_SHED_MIN (64 * 1024)      /* a connection holding less is never shed */
+#define CONN_SHED_REPLY "SERVER_ERROR out of memory: client buffers over max_memory, closing\r\n"
 
 /* Where a connection is with authentication; one state, not a set of flags. */
 enum conn_auth {
@@ -91,11 +112,19 @@ struct conn {
     unsigned auth_failures;    /* failed AUTHs so far */
     struct event *ev_auth;     /* timer releasing a failed AUTH's reply; NULL until one fails */
     struct parked *auth_reply; /* that reply, parked; NULL when none waits */
+    struct fair_link fair;     /* in the worker's backlog while its input waits for a turn */
+    size_t turn_bytes;         /* input consumed this turn */
+    size_t turn_keys;          /* keys executed this turn */
+    bool turn_open;            /* this turn may execute (a heavy client may wait for a pass) */
+    bool heavy;                /* its last turn used a whole quantum, or it holds a long line */
+    bool read_wait;            /* heavy and readable: the backlog's turn reads */
+    size_t charged;            /* bytes counted for it in the server's budget */
 };
 
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
 static void pump(struct conn *c);
+static void on_turn(struct fair_link *l);
 
 /* ---- output ---- */
 
@@ -170,6 +199,9 @@ static void conn_free(struct conn *c)
         w->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    if (c->fair.queued)
+        fair_remove(&w->fair, &c->fair);
+    budget_release(&w->srv->budget, BUDGET_CONNECTIONS, c->charged);
     event_free(c->ev_read);
     event_free(c->ev_write);
     if (c->ev_auth != NULL)
@@ -195,6 +227,8 @@ static void conn_close(struct conn *c)
     if (c->parked != NULL) {
         c->closing = true;
         c->lingering = true; /* nothing more to send to a peer that is gone */
+        if (c->fair.queued)
+            fair_remove(&c->w->fair, &c->fair);
         if (c->reading)
             event_del(c->ev_read);
         if (c->writing)
@@ -211,6 +245,8 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     struct parked *p = (struct parked *)cpl;
     struct conn *c = p->c;
     p->done = true;
+    c->turn_bytes = c->turn_keys = 0; /* a new turn: the answer may let parsing go on */
+    c->turn_open = !c->heavy;         /* as turn_begin: a heavy client's input waits its turn */
     size_t before = p->reply.len;
     c->proto->format_parked(&p->reply, p->ctx, r);
     c->held += p->reply.len - before;
@@ -282,6 +318,9 @@ int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
     if (c->ev_read == NULL || c->ev_write == NULL)
         goto error;
     result_init(&c->res);
+    c->fair.turn = on_turn;
+    c->charged = sizeof *c;
+    budget_charge(&w->srv->budget, BUDGET_CONNECTIONS, c->charged);
     c->auth = w->srv->auth.set ? CONN_AUTH_NEEDED : CONN_AUTH_OFF;
     netaddr_format(peer, peerlen, c->peer, sizeof(c->peer));
     c->next = w->conns;
@@ -323,10 +362,75 @@ struct result *conn_result(struct conn *c)
     return &c->res;
 }
 
-bool conn_can_execute(const struct conn *c)
+/* Room for more replies: not closing, and neither the output nor the parked queue full. */
+static bool has_room(const struct conn *c)
 {
     return !c->closing && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
            unsent(c) <= c->w->srv->cfg.max_output;
+}
+
+/* ---- fairness ---- */
+
+/*
+ * A new turn of an event. A heavy client executes nothing here: its input waits for the
+ * backlog's round, the one place heavy work runs (its reads too: on_read), so a pass never
+ * holds more of it than the round's slice and one turn.
+ */
+static void turn_begin(struct conn *c)
+{
+    c->turn_bytes = c->turn_keys = 0;
+    c->turn_open = !c->heavy;
+}
+
+static bool quantum_spent(const struct conn *c)
+{
+    return c->turn_bytes >= CONN_QUANTUM_BYTES || c->turn_keys >= CONN_QUANTUM_KEYS;
+}
+
+static bool quantum_left(const struct conn *c)
+{
+    return c->turn_open && !quantum_spent(c);
+}
+
+/* Puts c into the worker's backlog, or takes it out. */
+static void set_backlog(struct conn *c, bool on)
+{
+    if (on && !c->fair.queued)
+        fair_join(&c->w->fair, &c->fair);
+    else if (!on && c->fair.queued)
+        fair_remove(&c->w->fair, &c->fair);
+}
+
+static void read_turn(struct conn *c, evutil_socket_t fd, short what);
+
+/*
+ * The backlog round's turn for c (the round decided that it runs now): the read it was
+ * waiting for, or a quantum of its buffered input. May free c.
+ */
+static void on_turn(struct fair_link *l)
+{
+    struct conn *c = (struct conn *)(void *)((char *)l - offsetof(struct conn, fair));
+    c->turn_bytes = c->turn_keys = 0;
+    c->turn_open = true;
+    if (!c->read_wait) {
+        pump(c);
+        return;
+    }
+    /* Reading goes on again unless this turn leaves input for the next one (pump). */
+    c->read_wait = false;
+    set_event(c->ev_read, &c->reading, true, c->w->srv->cfg.idle_timeout);
+    read_turn(c, c->fd, EV_READ);
+}
+
+void conn_spend(struct conn *c, size_t bytes, size_t keys)
+{
+    c->turn_bytes += bytes;
+    c->turn_keys += keys;
+}
+
+bool conn_can_execute(const struct conn *c)
+{
+    return has_room(c) && quantum_left(c);
 }
 
 bool conn_admit(const struct conn *c, enum proto_cmd cmd)
@@ -501,16 +605,76 @@ static int flush_out(struct conn *c)
     return 0;
 }
 
+/* ---- memory ---- */
+
+/* Bytes c holds now: itself, its buffers' capacities, held replies, parked requests. */
+static size_t holding(const struct conn *c)
+{
+    size_t n = sizeof *c + c->in_cap + c->out.cap + c->held + c->nparked * sizeof(struct parked);
+    return c->spare != NULL ? n + sizeof *c->spare : n;
+}
+
+/* Brings the budget's count of c up to date (a change of capacity, not per byte). */
+static void account(struct conn *c)
+{
+    struct budget *b = &c->w->srv->budget;
+    size_t now = holding(c);
+    if (now > c->charged)
+        budget_charge(b, BUDGET_CONNECTIONS, now - c->charged);
+    else if (now < c->charged)
+        budget_release(b, BUDGET_CONNECTIONS, c->charged - now);
+    c->charged = now;
+}
+
+/* Closes v for holding the most while the budget is exceeded; it is told why (best effort). */
+static void shed_one(struct conn *v)
+{
+    log_msg(LOG_WARN, "client %s holds %zu bytes of buffers with max_memory exceeded, closing",
+            v->peer, v->charged);
+    v->w->stats.conn_shed++;
+    free(v->in);
+    v->in = NULL;
+    v->in_len = v->in_cap = 0;
+    proto_buf_free(&v->out);
+    memset(&v->out, 0, sizeof v->out);
+    v->out_sent = 0;
+    if (write(v->fd, CONN_SHED_REPLY, sizeof CONN_SHED_REPLY - 1) < 0)
+        log_msg(LOG_DEBUG, "write to %s: %s", v->peer, strerror(errno));
+    v->closing = v->eof = true;
+    account(v);
+    conn_close(v);
+}
+
+/*
+ * While the budget is over its limit, closes the connection of self's worker holding the
+ * most (at least CONN_SHED_MIN bytes: idle clients are never shed). May free self.
+ */
+static void shed(struct conn *self)
+{
+    struct worker *w = self->w;
+    while (budget_over(&w->srv->budget)) {
+        struct conn *v = NULL;
+        for (struct conn *x = w->conns; x != NULL; x = x->next)
+            if (!x->lingering && x->charged >= CONN_SHED_MIN &&
+                (v == NULL || x->charged > v->charged))
+                v = x;
+        if (v == NULL)
+            return;
+        shed_one(v);
+    }
+}
+
 /*
  * Brings the connection up to date after any event: runs buffered requests that output
- * room allows, writes, and chooses which events to wait for. May free c.
+ * room and its quantum allow, writes, chooses which events to wait for (or the backlog),
+ * and counts its memory. May free c.
  */
 static void pump(struct conn *c)
 {
     const struct config *cfg = &c->w->srv->cfg;
     for (;;) {
         bool progress = !c->lingering && execute_buffered(c);
-        bool blocked = !conn_can_execute(c) && !c->closing; /* parsing waits for room */
+        bool blocked = !has_room(c) && !c->closing; /* parsing waits for room */
         if (c->out.failed) {
             log_msg(LOG_ERROR, "client %s: out of memory for replies, closing", c->peer);
             c->out.failed = false;
@@ -530,9 +694,14 @@ static void pump(struct conn *c)
         if ((!progress && !blocked) || !conn_can_execute(c))
             break;
     }
+    /* Input left after a whole quantum waits, unread, for the backlog's next turn. */
+    bool backlog = !c->lingering && ((c->read_wait && !c->closing) ||
+                                     (c->in_len > 0 && has_room(c) && !quantum_left(c)));
+    if (c->turn_open)
+        c->heavy = quantum_spent(c) || c->in_len > WORKER_RBUF / 2;
     bool waiting = c->parked != NULL;
     /* After EOF, once nothing executable is left (an unfinished line is dropped). */
-    if (c->eof && conn_can_execute(c))
+    if (c->eof && !backlog && has_room(c))
         c->closing = true;
     if (c->closing && unsent(c) == 0 && !c->lingering && !waiting) {
         if (c->eof) {
@@ -553,17 +722,21 @@ static void pump(struct conn *c)
     bool room = unsent(c) <= cfg->max_output && c->nparked < CONN_MAX_PARKED &&
                 c->auth != CONN_AUTH_FAILING;
     bool want_write = c->out.len > c->out_sent && !c->lingering;
-    bool want_read = c->lingering || (!c->closing && !c->eof && room);
+    bool want_read = c->lingering || (!c->closing && !c->eof && room && !backlog);
     unsigned idle = cfg->idle_timeout;
     /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
     unsigned read_timeout = c->lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
     set_event(c->ev_write, &c->writing, want_write, c->closing ? CONN_CLOSE_SECONDS : idle);
     set_event(c->ev_read, &c->reading, want_read, read_timeout);
+    set_backlog(c, backlog);
+    account(c);
+    if (budget_over(&c->w->srv->budget))
+        shed(c); /* may free c */
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+/* A read event of c: reads once and executes a quantum. May free c. */
+static void read_turn(struct conn *c, evutil_socket_t fd, short what)
 {
-    struct conn *c = arg;
     struct worker *w = c->w;
     const struct config *cfg = &w->srv->cfg;
     if (what & EV_TIMEOUT) {
@@ -623,8 +796,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
          * without a newline in the new bytes there is nothing to parse yet: re-scanning
          * the whole line on every read would cost O(line) per read to a trickling client.
          */
-        if (memchr(dst, '\n', (size_t)n) == NULL && c->in_len < cfg->max_line)
+        if (memchr(dst, '\n', (size_t)n) == NULL && c->in_len < cfg->max_line) {
+            account(c);
+            if (budget_over(&w->srv->budget))
+                shed(c); /* may free c */
             return;
+        }
     } else {
         size_t total = c->in_len + (size_t)n;
         c->in_len = 0;
@@ -648,16 +825,36 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     pump(c);
 }
 
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    struct fair *q = &c->w->fair;
+    uint64_t t0 = fair_enter(q);
+    if (c->heavy && !c->lingering && !(what & EV_TIMEOUT)) {
+        c->read_wait = true; /* read in the backlog's turn: the round bounds heavy work */
+        set_event(c->ev_read, &c->reading, false, 0);
+        set_backlog(c, true);
+    } else {
+        turn_begin(c);
+        read_turn(c, fd, what);
+    }
+    fair_exit(q, t0);
+}
+
 static void on_write(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     struct conn *c = arg;
+    struct fair *q = &c->w->fair;
+    uint64_t t0 = fair_enter(q);
     if (what & EV_TIMEOUT) {
         log_msg(LOG_INFO, "client %s has not read its replies, closing", c->peer);
         conn_close(c);
-        return;
+    } else {
+        turn_begin(c);
+        pump(c);
     }
-    pump(c);
+    fair_exit(q, t0);
 }
 
 void conn_close_all(struct worker *w)

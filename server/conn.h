@@ -1,7 +1,8 @@
 /*
  * conn.h - one client connection of a worker: non-blocking reads, in-place parsing of
- * every complete request with the connection's protocol, execution, replies buffered
- * and written once per read batch. Requests whose answer comes later (server/park.h)
+ * its complete requests with the connection's protocol, one quantum per turn (more waits
+ * in the worker's backlog, server/fair.h), execution, replies buffered and written once
+ * per turn. Requests whose answer comes later (server/park.h)
  * are parked in order: replies always leave in request order. Runs on the worker's
  * thread; every function here must be called from it.
  */
@@ -42,8 +43,17 @@ extern const struct conn_proto conn_proto_memcache;
 struct worker *conn_worker(const struct conn *c);
 const char *conn_peer(const struct conn *c); /* "1.2.3.4:5678", for log lines */
 
-/* True while the connection may execute more requests (room for replies, not closing). */
+/*
+ * True while the connection may execute more requests: room for replies, not closing,
+ * and some of this turn's quantum left (see conn_spend).
+ */
 bool conn_can_execute(const struct conn *c);
+
+/*
+ * Counts a request the driver consumed: bytes of input and keys executed, against the
+ * turn's quantum. Call it once per request (or merged run), after executing it.
+ */
+void conn_spend(struct conn *c, size_t bytes, size_t keys);
 
 /*
  * True if a request with command cmd may run on c now. When false the driver runs

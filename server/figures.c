@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/budget.h"
 #include "server/clock.h"
 #include "server/jobs.h"
 #include "server/log.h"
@@ -48,10 +49,17 @@ struct count_job {
     int64_t at_ms;
 };
 
-static void entry_free(struct figures_entry *e)
+/* What an entry costs, counted in the budget's overhead while it lives (the ring is most). */
+static size_t entry_bytes(const struct figures_entry *e)
+{
+    return sizeof *e + strlen(e->name) + 1;
+}
+
+static void entry_free(struct figures *fg, struct figures_entry *e)
 {
     if (e == NULL)
         return;
+    budget_release(&fg->srv->budget, BUDGET_OVERHEAD, entry_bytes(e));
     free(e->name);
     free(e->ones);
     free(e->info_json);
@@ -214,7 +222,7 @@ static void count_free(struct job *j)
 
 /* ---- sampling (loop thread) ---- */
 
-static struct figures_entry *entry_new(const struct filter *f)
+static struct figures_entry *entry_new(struct figures *fg, const struct filter *f)
 {
     struct figures_entry *e = calloc(1, sizeof *e);
     if (e == NULL)
@@ -224,6 +232,7 @@ static struct figures_entry *entry_new(const struct filter *f)
         free(e);
         return NULL;
     }
+    budget_charge(&fg->srv->budget, BUDGET_OVERHEAD, entry_bytes(e));
     return e;
 }
 
@@ -246,12 +255,12 @@ void figures_tick(struct figures *fg)
     size_t old = 0;
     for (size_t i = 0; i < n; i++) {
         while (old < fg->n && strcmp(fg->e[old]->name, f[i]->name) < 0)
-            entry_free(fg->e[old++]);
+            entry_free(fg, fg->e[old++]);
         struct figures_entry *x = NULL;
         if (old < fg->n && strcmp(fg->e[old]->name, f[i]->name) == 0)
             x = fg->e[old++];
         else
-            x = entry_new(f[i]);
+            x = entry_new(fg, f[i]);
         if (x == NULL) {
             /* Out of memory: keep what was merged, lose this filter's history. */
             continue;
@@ -266,7 +275,7 @@ void figures_tick(struct figures *fg)
         e[i] = x;
     }
     while (old < fg->n)
-        entry_free(fg->e[old++]);
+        entry_free(fg, fg->e[old++]);
     /* Compact the slots an allocation failure left empty. */
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
@@ -337,7 +346,7 @@ void figures_free(struct figures *fg)
     if (fg->timer != NULL)
         event_free(fg->timer);
     for (size_t i = 0; i < fg->n; i++)
-        entry_free(fg->e[i]);
+        entry_free(fg, fg->e[i]);
     free(fg->e);
     free(fg);
 }

@@ -41,7 +41,10 @@ int server_init(struct server *srv, const struct config *cfg)
     explicit_bzero(srv->cfg.auth_token, sizeof srv->cfg.auth_token);
     budget_init(&srv->budget, cfg->max_memory);
     srv->reg = registry_new();
-    return srv->reg != NULL ? SERVER_OK : SERVER_ENOMEM;
+    if (srv->reg == NULL)
+        return SERVER_ENOMEM;
+    registry_set_budget(srv->reg, &srv->budget);
+    return SERVER_OK;
 }
 
 /* The barrier behind the shutdown's snapshot: wakes the loop, which then exits. */

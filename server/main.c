@@ -45,10 +45,9 @@ static void on_dir_recreated(void *ctx, const char *msg)
 }
 
 /*
- * The share of the memory limit that max_memory 0 gives to filters. The rest is for what
- * the budget does not count: connection buffers (up to max_output per client), the
- * process itself, and the page cache that snapshots are written through, which a cgroup
- * charges to us too.
+ * The share of the memory limit that max_memory 0 gives to the budget (filters and client
+ * buffers). The rest is for what the budget does not count: the process itself, and the
+ * page cache that snapshots are written through, which a cgroup charges to us too.
  */
 #define AUTO_MEMORY_PERCENT 75
 #define AUTO_MEMORY(limit) ((limit) - (limit) / 4) /* AUTO_MEMORY_PERCENT, exact for 2^n */

@@ -3,6 +3,8 @@
  * the load passes 1, plus reference counting of the filter objects. Lookups are the hot
  * path (one per request) and take no lock: only the event loop changes the table, and
  * it takes the lock for changes so registry_collect() can run on other threads.
+ * With a budget set, the table counts its buckets and, for each entry, what a filter
+ * costs besides its bits (registry_entry_bytes): 100k one-key filters are not free.
  */
 #include "server/registry.h"
 
@@ -10,6 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+
+#include "server/budget.h"
+
+/*
+ * The allocator's share of one entry: glibc rounds each of its three allocations (the
+ * kind's header, struct filter with the name, the node) up and adds a 16-byte header.
+ * Measured with 100k one-key filters (tests/integration/test_hardening.py): RSS grew by
+ * what registry_entry_bytes says within a few percent once this is added.
+ */
+#define REGISTRY_ALLOC_SLOP 96
 
 struct node {
     uint64_t hash;
@@ -22,6 +34,7 @@ struct registry {
     struct node **buckets;
     size_t nbuckets; /* power of two */
     size_t count;
+    struct budget *budget; /* counts buckets and entries (BUDGET_OVERHEAD); NULL: none */
 };
 
 struct filter *filter_new(const char *name, size_t len, const struct kind_ops *ops, void *obj)
@@ -41,6 +54,7 @@ struct filter *filter_new(const char *name, size_t len, const struct kind_ops *o
     flt->ops = ops;
     flt->obj = obj;
     flt->setop = NULL;
+    flt->overhead = 0;
     flt->name_len = len;
     memcpy(flt->name, name, len);
     flt->name[len] = '\0';
@@ -91,14 +105,47 @@ struct registry *registry_new(void)
     return r;
 }
 
+size_t registry_entry_bytes(const struct filter *f)
+{
+    struct kind_info info = {0};
+    f->ops->info(f->obj, &info);
+    return (size_t)info.header + sizeof(*f) + f->name_len + 1 + sizeof(struct node) +
+           REGISTRY_ALLOC_SLOP;
+}
+
+/* Counts f as an entry of r's table (uncounted by unlist). */
+static void list(struct registry *r, struct filter *f)
+{
+    if (r->budget == NULL)
+        return;
+    f->overhead = registry_entry_bytes(f);
+    budget_charge(r->budget, BUDGET_OVERHEAD, f->overhead);
+}
+
+static void unlist(struct registry *r, struct filter *f)
+{
+    if (r->budget != NULL)
+        budget_release(r->budget, BUDGET_OVERHEAD, f->overhead);
+    f->overhead = 0;
+}
+
+void registry_set_budget(struct registry *r, struct budget *b)
+{
+    r->budget = b;
+    budget_charge(b, BUDGET_OVERHEAD, r->nbuckets * sizeof(*r->buckets));
+}
+
 void registry_free(struct registry *r)
 {
     if (r == NULL)
         return;
+    if (r->budget != NULL)
+        budget_release(r->budget, BUDGET_OVERHEAD, r->nbuckets * sizeof(*r->buckets));
     for (size_t i = 0; i < r->nbuckets; i++) {
         struct node *n = r->buckets[i];
         while (n != NULL) {
             struct node *next = n->next;
+            unlist(r, n->f);
             filter_unref(n->f);
             free(n);
             n = next;
@@ -151,6 +198,8 @@ static void grow(struct registry *r)
         }
     }
     free(r->buckets);
+    if (r->budget != NULL)
+        budget_charge(r->budget, BUDGET_OVERHEAD, (nb - r->nbuckets) * sizeof(*b));
     r->buckets = b;
     r->nbuckets = nb;
 }
@@ -168,6 +217,7 @@ int registry_put(struct registry *r, struct filter *f)
     n->f = f;
     n->next = NULL;
     filter_ref(f);
+    list(r, f);
     pthread_mutex_lock(&r->lock);
     *slot = n;
     r->count++;
@@ -188,6 +238,7 @@ bool registry_remove(struct registry *r, const char *name, size_t len)
     r->count--;
     pthread_mutex_unlock(&r->lock);
     atomic_store_explicit(&n->f->dropped, true, memory_order_release);
+    unlist(r, n->f);
     filter_unref(n->f);
     free(n);
     return true;
@@ -197,10 +248,12 @@ void registry_replace(struct registry *r, struct filter *old, struct filter *fre
 {
     struct node *n = *find_slot(r, XXH3_64bits(old->name, old->name_len), old->name, old->name_len);
     filter_ref(fresh);
+    list(r, fresh);
     pthread_mutex_lock(&r->lock);
     n->f = fresh;
     pthread_mutex_unlock(&r->lock);
     atomic_store_explicit(&old->replaced, true, memory_order_release);
+    unlist(r, old);
     filter_unref(old);
 }
 

@@ -39,6 +39,7 @@ struct filter {
     void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
     struct setop *setop;          /* the background UNION/INTERSECT into it (server/setop.h),
                                      or NULL; loop thread only */
+    size_t overhead;              /* bytes counted in the budget's overhead while in a table */
     size_t name_len;
     char name[]; /* NUL-terminated copy (names never contain NUL) */
 };
@@ -72,6 +73,21 @@ struct registry;
 
 /* Returns a new empty registry, or NULL. Free with registry_free(). */
 struct registry *registry_new(void);
+
+struct budget;
+
+/*
+ * Counts the table's memory in b from now on (server/budget.h, BUDGET_OVERHEAD): its
+ * buckets, and each entry's registry_entry_bytes() while it is in the table. Counted, not
+ * refused: a caller that may refuse a filter asks budget_fits() first.
+ */
+void registry_set_budget(struct registry *r, struct budget *b);
+
+/*
+ * What f costs besides its bits while in a table: the kind's headers, struct filter and
+ * name, the table's node, and the allocator's share of each (measured: see registry.c).
+ */
+size_t registry_entry_bytes(const struct filter *f);
 
 /* Drops the table's references and frees the table. registry_free(NULL) does nothing. */
 void registry_free(struct registry *r);

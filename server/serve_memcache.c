@@ -116,6 +116,7 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
                 conn_finish(c);
                 return len;
             }
+            conn_spend(c, used, 0);
             off += used;
             if (m.swallow > 0) { /* an oversized data block: drop it as it arrives */
                 size_t now = m.swallow < len - off ? m.swallow : len - off;
@@ -134,6 +135,7 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
             serve_get(c, &m);
         else
             serve_one(c, &m);
+        conn_spend(c, used, m.req.nargs);
         off += used;
     }
     return off;

@@ -69,6 +69,7 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
             struct proto_buf *b = conn_reply_begin(c, &mark);
             proto_reply_error(b, "CLIENT_ERROR", CONN_WHY_AUTH);
             conn_reply_end(c, b, mark);
+            conn_spend(c, used, 0);
             off += used;
             continue;
         }
@@ -86,6 +87,7 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
                 next = PROTO_MORE;
             }
             commands_execute_run(srv, &w->stats, run, n, conn_result(c), reply_each, c);
+            conn_spend(c, used, keys);
             off += used;
             if (next != PROTO_MORE) {
                 /* The request that ended the run is parsed already: do not parse it again. */
@@ -113,6 +115,7 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
                 return len; /* the rest of the stream is discarded */
             }
         }
+        conn_spend(c, used, st == PROTO_OK ? req->nargs : 0);
         off += used;
     }
     return off;

@@ -53,6 +53,9 @@ static void add_worker(struct stats *sum, const struct stats *w)
     sum->keys_absent += w->keys_absent;
     sum->bytes_read += w->bytes_read;
     sum->bytes_written += w->bytes_written;
+    sum->conn_shed += w->conn_shed;
+    if (w->loop_max_stall_us > sum->loop_max_stall_us)
+        sum->loop_max_stall_us = w->loop_max_stall_us;
 }
 
 /* Keys held by every filter (each kind's cheap count). */
@@ -87,6 +90,7 @@ void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
     u64(fn, ctx, "curr_connections", s.conn_current);
     u64(fn, ctx, "total_connections", s.conn_total);
     u64(fn, ctx, "rejected_connections", s.conn_rejected);
+    u64(fn, ctx, "shed_connections", s.conn_shed);
     u64(fn, ctx, "commands", s.commands);
     for (int c = 0; c < STATS_NCMD; c++)
         u64(fn, ctx, cmd_names[c], s.cmd[c]);
@@ -98,9 +102,13 @@ void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
     u64(fn, ctx, "keys_absent", s.keys_absent);
     u64(fn, ctx, "bytes_read", s.bytes_read);
     u64(fn, ctx, "bytes_written", s.bytes_written);
+    u64(fn, ctx, "loop_max_stall_us", s.loop_max_stall_us);
     u64(fn, ctx, "filters", registry_count(srv->reg));
     u64(fn, ctx, "items", total_items(srv));
     u64(fn, ctx, "memory_bytes", budget_used(&srv->budget));
+    u64(fn, ctx, "memory_filters", budget_part(&srv->budget, BUDGET_FILTERS));
+    u64(fn, ctx, "memory_filter_overhead", budget_part(&srv->budget, BUDGET_OVERHEAD));
+    u64(fn, ctx, "memory_connections", budget_part(&srv->budget, BUDGET_CONNECTIONS));
     u64(fn, ctx, "memory_limit", srv->budget.limit);
     struct snapshot_stats st;
     snapshot_get_stats(srv->snap, &st);

@@ -16,19 +16,21 @@
 #define STATS_NCMD (PROTO_CMD_DELETE + 1)
 
 struct stats {
-    uint64_t conn_current;    /* open client connections */
-    uint64_t conn_total;      /* accepted since start-up */
-    uint64_t conn_rejected;   /* refused by max_connections or EMFILE */
-    uint64_t commands;        /* requests executed (parse errors excluded) */
-    uint64_t cmd[STATS_NCMD]; /* requests per command */
-    uint64_t errors;          /* requests that failed to parse */
-    uint64_t keys_added;      /* new keys added by ADD and CHECKADD */
-    uint64_t keys_checked;    /* keys looked up by CHECK and CHECKADD */
-    uint64_t keys_stored;     /* keys given to ADD and CHECKADD (new or not) */
-    uint64_t keys_present;    /* CHECK keys found present */
-    uint64_t keys_absent;     /* CHECK keys found absent */
-    uint64_t bytes_read;      /* from clients */
-    uint64_t bytes_written;   /* to clients */
+    uint64_t conn_current;      /* open client connections */
+    uint64_t conn_total;        /* accepted since start-up */
+    uint64_t conn_rejected;     /* refused by max_connections or EMFILE */
+    uint64_t commands;          /* requests executed (parse errors excluded) */
+    uint64_t cmd[STATS_NCMD];   /* requests per command */
+    uint64_t errors;            /* requests that failed to parse */
+    uint64_t keys_added;        /* new keys added by ADD and CHECKADD */
+    uint64_t keys_checked;      /* keys looked up by CHECK and CHECKADD */
+    uint64_t keys_stored;       /* keys given to ADD and CHECKADD (new or not) */
+    uint64_t keys_present;      /* CHECK keys found present */
+    uint64_t keys_absent;       /* CHECK keys found absent */
+    uint64_t bytes_read;        /* from clients */
+    uint64_t bytes_written;     /* to clients */
+    uint64_t conn_shed;         /* closed for holding the most with max_memory exceeded */
+    uint64_t loop_max_stall_us; /* the longest single callback of the loop since start */
 };
 
 struct server;

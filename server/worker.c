@@ -38,6 +38,10 @@ int worker_init(struct worker *w, struct server *srv)
         log_msg(LOG_ERROR, "cannot create the event loop");
         return -1;
     }
+    if (fair_init(&w->fair, w->base, &w->stats.loop_max_stall_us) != 0) {
+        log_msg(LOG_ERROR, "cannot create the event loop's backlog timer");
+        return -1;
+    }
     struct timeval tv = {.tv_sec = 0, .tv_usec = WORKER_TICK_MS * 1000};
     w->tick = event_new(w->base, -1, EV_PERSIST, on_tick, w);
     if (w->tick == NULL || event_add(w->tick, &tv) != 0) {
@@ -51,6 +55,7 @@ void worker_destroy(struct worker *w)
 {
     if (w->tick != NULL)
         event_free(w->tick);
+    fair_destroy(&w->fair);
     if (w->base != NULL)
         event_base_free(w->base);
     free(w->rbuf);

@@ -8,6 +8,7 @@
 #ifndef BLOOMD_SERVER_WORKER_H
 #define BLOOMD_SERVER_WORKER_H
 
+#include "server/fair.h"
 #include "server/stats.h"
 
 struct server;
@@ -26,6 +27,7 @@ struct worker {
     char *rbuf;         /* read buffer shared by this worker's connections */
     struct stats stats; /* this worker's counters (STATS sums the workers) */
     struct event *tick; /* brings time-driven (windowed) filters up to date */
+    struct fair fair;   /* backlogged connections and the pass's time slice */
 };
 
 /* Period of the tick that rotates windowed filters between requests. */
