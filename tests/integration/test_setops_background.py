@@ -97,9 +97,10 @@ def test_long_lines_do_not_stall_the_loop(daemon_factory):
                 t = time.monotonic()
                 assert c.cmd(line) == "OK"
                 took = time.monotonic() - t
+            stall_ms = int(c.stats()["loop_max_stall_us"]) / 1000.0  # since start-up
             print("\n%s of %d sources in a %d-byte line: %.2f s; %d CHECKs meanwhile, "
-                  "longest %.1f ms" % (cmd, NSRC, len(line), took, len(p.lat),
-                                       1000 * max(p.lat)))
+                  "longest %.1f ms; the loop's longest callback so far %.1f ms"
+                  % (cmd, NSRC, len(line), took, len(p.lat), 1000 * max(p.lat), stall_ms))
             assert len(p.lat) > 3
             assert max(p.lat) < STALL_LIMIT
         # The results are those of the immediate path.
