@@ -7,8 +7,8 @@
  *
  * Concurrency, for every kind: one writer at a time (every call taking a non-const
  * filter); while it runs, other threads may call the const ones (check_batch, info,
- * fields, encode, encoded_size) on the same filter and use it as the src of merge().
- * clear, intersect and free need exclusive access.
+ * fields, encode, encoded_size, create_like) on the same filter and use it as the src of
+ * merge() or intersect(). clear, intersect (on its dst) and free need exclusive access.
  */
 #ifndef BLOOMD_LIB_KIND_H
 #define BLOOMD_LIB_KIND_H

@@ -10,14 +10,14 @@
  * Concurrency: one writer at a time (any non-const call, sbf_checkadd*() included).
  * While the writer runs, one or more threads may call sbf_encode(), sbf_encoded_size(),
  * sbf_check(), sbf_check_batch(), sbf_info(), sbf_estimate() and sbf_params() on the
- * same filter, and it may be the src of an sbf_union(). Bits are set with a relaxed atomic
- * load and a relaxed atomic store of old | mask on 64-bit words, no locked read-modify-
- * write: that needs the one writer (an sbf_union() into dst is dst's writer too). The
- * stages live in a fixed array of SBF_MAX_STAGES and a new one is published by a
- * release store of the stage count, which readers acquire-load. So a
- * reader sees every add that completed before it started (and maybe some later ones);
- * item counts may lag the bits.
- * sbf_clear(), sbf_intersect() and sbf_free() need exclusive access.
+ * same filter, and it may be the src of an sbf_union() or sbf_intersect() (both read src
+ * as the readers do). Bits are set with a relaxed atomic load and a relaxed atomic store
+ * of old | mask on 64-bit words, no locked read-modify-write: that needs the one writer
+ * (an sbf_union() into dst is dst's writer too). The stages live in a fixed array of
+ * SBF_MAX_STAGES and a new one is published by a release store of the stage count, which
+ * readers acquire-load. So a reader sees every add that completed before it started (and
+ * maybe some later ones); item counts may lag the bits.
+ * sbf_clear(), sbf_intersect() (on its dst) and sbf_free() need exclusive access.
  */
 #ifndef BLOOMD_LIB_SBF_H
 #define BLOOMD_LIB_SBF_H

@@ -1,7 +1,8 @@
 /*
  * advance.c - rotation of time-driven filters and the deferred free of what they drop:
- * a retired generation is released by a job, which runs after every job queued before it
- * (a snapshot reading that generation among them).
+ * a retired generation is released by a job on the long lane, which runs after every job
+ * queued there before it (a snapshot reading that generation among them: snapshot.c
+ * never writes a time-driven filter on the quick lane).
  */
 #include "server/advance.h"
 

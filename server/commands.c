@@ -20,92 +20,18 @@
 #include "proto/number.h"
 #include "server/advance.h"
 #include "server/clock.h"
+#include "server/cmdlib.h"
 #include "server/config.h"
 #include "server/durable.h"
 #include "server/kinds.h"
 #include "server/log.h"
+#include "server/offload.h"
 #include "server/park.h"
 #include "server/registry.h"
 #include "server/server.h"
+#include "server/setop.h"
 #include "server/snapshot.h"
 #include "server/stats.h"
-
-/* The filter named name with a reference, brought up to the current time; or NULL. */
-static struct filter *lookup(struct server *srv, struct proto_slice name)
-{
-    struct filter *f = registry_get(srv->reg, name.ptr, name.len);
-    if (f != NULL && f->ops->advance != NULL)
-        advance_filter(srv, f, clock_wall_ms());
-    return f;
-}
-
-static void not_found(struct result *res, struct proto_slice name)
-{
-    result_set_copy(res, RESULT_NOT_FOUND, name.ptr, name.len);
-}
-
-/* The result of a failed lib call that grows, creates or combines filters. */
-static void lib_error(struct result *res, int err)
-{
-    switch (err) {
-    case SBF_ENOMEM:
-        result_set(res, RESULT_SERVER_ERROR, "out of memory");
-        break;
-    case SBF_ELIMIT:
-        result_set(res, RESULT_SERVER_ERROR, "filter cannot grow: stage limit reached");
-        break;
-    case SBF_EINCOMPAT:
-        result_set(res, RESULT_CLIENT_ERROR, "incompatible filters");
-        break;
-    case SBF_EGROWN:
-        result_set(res, RESULT_CLIENT_ERROR,
-                   "cannot intersect grown filters (more than one stage)");
-        break;
-    case SBF_ENOTSUP:
-        result_set(res, RESULT_CLIENT_ERROR, "not supported by this filter kind");
-        break;
-    default:
-        result_set(res, RESULT_SERVER_ERROR, sbf_strerror(err));
-        break;
-    }
-}
-
-/*
- * Wraps obj of kind ops in a filter and puts it in the table. Returns 0, or SBF_ENOMEM
- * with obj freed.
- */
-static int install(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
-                   void *obj)
-{
-    struct filter *f = filter_new(name.ptr, name.len, ops, obj);
-    if (f == NULL) {
-        ops->free(obj);
-        return SBF_ENOMEM;
-    }
-    if (!budget_fits(&srv->budget, registry_entry_bytes(f))) {
-        filter_unref(f); /* its overhead would pass max_memory: refused like its bits */
-        return SBF_ENOMEM;
-    }
-    int rc = registry_put(srv->reg, f);
-    filter_unref(f); /* the table holds it now, or nobody does */
-    return rc == REGISTRY_OK ? SBF_OK : SBF_ENOMEM;
-}
-
-/*
- * Puts a new filter holding obj in place of f in the table, for when another thread (a
- * snapshot) may be reading f. Returns 0, or SBF_ENOMEM with obj freed and f in place.
- */
-static int replace(struct server *srv, struct filter *f, void *obj)
-{
-    struct filter *fresh = filter_new(f->name, f->name_len, f->ops, obj);
-    if (fresh == NULL) {
-        f->ops->free(obj);
-        return SBF_ENOMEM;
-    }
-    registry_replace(srv->reg, f, fresh);
-    filter_unref(fresh); /* the table holds it now */
-    return SBF_OK;
-}
 
 /* The kind a CREATE asks for, or NULL (res set) if there is none by that name. */
 static const struct kind_ops *create_kind(const struct proto_create *o, struct result *res)
@@ -172,6 +98,13 @@ static struct journal_name jname(const struct filter *f)
     return (struct journal_name){f->name, f->name_len};
 }
 
+/* Keys h[0..n) were added to f: the background set operation into f logs them. */
+static void note_adds(struct filter *f, const struct sbf_hash *h, size_t n)
+{
+    if (f->setop != NULL)
+        setop_note_adds(f->setop, h, n);
+}
+
 /* Journals keys h[0..n) added to f (with bits: only those it did not hold). Returns the
  * record's position, or 0 when none was written. */
 static uint64_t journal_keys(struct server *srv, struct filter *f, const struct sbf_hash *h,
@@ -201,33 +134,6 @@ static uint64_t journal_named(struct server *srv, enum journal_type type, struct
         return 0;
     struct journal_record rec = {.type = type, .name = {name.ptr, name.len}};
     return durable_append(srv, NULL, &rec);
-}
-
-/* Journals a successful UNION/INTERSECT: dst and its sources, in order. */
-static uint64_t journal_setop(struct server *srv, const struct proto_request *req)
-{
-    if (!durable_on(srv))
-        return 0;
-    struct journal_name *src = calloc(req->nargs > 0 ? req->nargs : 1, sizeof *src);
-    if (src == NULL)
-        return 0; /* logged by nobody: the next snapshot still has the result */
-    struct proto_slice rest = req->args, name;
-    size_t n = 0;
-    while (n < req->nargs && proto_next_arg(&rest, &name)) {
-        bool seen = false; /* at most SETOP_MAX_SOURCES distinct: cmd_setop checked */
-        for (size_t i = 0; i < n && !seen; i++)
-            seen = src[i].len == name.len && memcmp(src[i].ptr, name.ptr, name.len) == 0;
-        if (!seen)
-            src[n++] = (struct journal_name){name.ptr, name.len};
-    }
-    struct journal_record rec = {.type = req->cmd == PROTO_CMD_INTERSECT ? JOURNAL_INTERSECT
-                                                                         : JOURNAL_UNION,
-                                 .name = {req->name.ptr, req->name.len},
-                                 .sources = src,
-                                 .nsources = n};
-    uint64_t pos = n > 0 ? durable_append(srv, NULL, &rec) : 0;
-    free(src);
-    return pos;
 }
 
 /* Journals a successful CLEAR: of name, or of every filter when name is empty. */
@@ -288,7 +194,7 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
         return;
     }
-    struct filter *old = lookup(srv, req->name);
+    struct filter *old = cmdlib_lookup(srv, req->name);
     if (old != NULL) {
         exists(res, old, ops, o->set, &p);
         filter_unref(old);
@@ -301,9 +207,9 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         return;
     }
     if (rc == SBF_OK)
-        rc = install(srv, req->name, ops, obj);
+        rc = cmdlib_install(srv, req->name, ops, obj);
     if (rc != SBF_OK) {
-        lib_error(res, rc);
+        cmdlib_lib_error(res, rc);
         return;
     }
     result_set(res, RESULT_CREATED, NULL);
@@ -334,9 +240,9 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
 {
     if (durable_check(srv, res) != 0)
         return CMD_DONE;
-    struct filter *f = lookup(srv, req->name);
+    struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
-        not_found(res, req->name);
+        cmdlib_not_found(res, req->name);
         return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
@@ -347,6 +253,7 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
     while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
         size_t k = 0;
         rc = f->ops->add_batch(f->obj, h, n, &k);
+        note_adds(f, h, n);
         if (k > 0) /* a failed batch is journaled whole: replaying a few more keys is safe */
             pos = journal_keys(srv, f, h, n, NULL);
         added += k;
@@ -358,7 +265,7 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
     filter_unref(f);
     st->keys_added += added;
     if (rc != SBF_OK) {
-        lib_error(res, rc);
+        cmdlib_lib_error(res, rc);
         return CMD_DONE;
     }
     res->status = RESULT_COUNT;
@@ -376,9 +283,9 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
 {
     if (durable_check(srv, res) != 0)
         return CMD_DONE;
-    struct filter *f = lookup(srv, req->name);
+    struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
-        not_found(res, req->name);
+        cmdlib_not_found(res, req->name);
         return CMD_DONE;
     }
     if (f->ops->remove_batch == NULL) {
@@ -396,6 +303,8 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
     while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
         size_t k = 0;
         rc = f->ops->remove_batch(f->obj, h, n, &k);
+        if (k > 0) /* a removal cannot be replayed into a copy made meanwhile */
+            setop_note_delete(srv, f);
         if (k > 0 && durable_on(srv)) {
             struct journal_record rec = {
                 .type = JOURNAL_DELETE, .name = jname(f), .hashes = h, .nhashes = n};
@@ -407,7 +316,7 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
         filter_touch(f);
     filter_unref(f);
     if (rc != SBF_OK) {
-        lib_error(res, rc);
+        cmdlib_lib_error(res, rc);
         return CMD_DONE;
     }
     res->status = RESULT_REMOVED;
@@ -421,9 +330,9 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
 {
     if (add && durable_check(srv, res) != 0)
         return CMD_DONE;
-    struct filter *f = lookup(srv, req->name);
+    struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
-        not_found(res, req->name);
+        cmdlib_not_found(res, req->name);
         return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
@@ -438,6 +347,7 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
             break;
         if (add) {
             rc = f->ops->checkadd_batch(f->obj, h, n, bits);
+            note_adds(f, h, n);
             if (rc != SBF_OK) {
                 pos = journal_keys(srv, f, h, n, NULL); /* part of it may be in: journal all */
                 break;
@@ -469,173 +379,10 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
     /* After a failed growth the keys before the failing batch were added; the client
      * learns of the failure only. */
     if (rc != SBF_OK) {
-        lib_error(res, rc);
+        cmdlib_lib_error(res, rc);
         return CMD_DONE;
     }
     return durable_reply(srv, pos, res, later);
-}
-
-/*
- * UNION/INTERSECT: at most this many distinct sources (a name repeated counts once), so
- * one request line cannot make the loop work for long: each source costs a pass over
- * the destination's bits.
- */
-#define SETOP_MAX_SOURCES 64
-
-struct setop {
-    struct filter *src[SETOP_MAX_SOURCES]; /* the distinct sources, one reference each */
-    size_t n;
-    struct filter *skip; /* a source whose bits are there already (dst, or its copy) */
-    bool intersect;
-    int rc;
-};
-
-/* Applies every source to obj; sources were checked to exist and be compatible. */
-static void apply_sources(const struct kind_ops *ops, void *obj, struct setop *op)
-{
-    for (size_t i = 0; i < op->n && op->rc == SBF_OK; i++) {
-        struct filter *src = op->src[i];
-        if (src != NULL && src != op->skip)
-            op->rc = op->intersect ? ops->intersect(obj, src->obj) : ops->merge(obj, src->obj);
-    }
-}
-
-static void apply_exclusive(struct filter *f, void *arg)
-{
-    apply_sources(f->ops, f->obj, arg);
-}
-
-/* A new object holding a copy of src. Returns 0 or an sbf_err. */
-static int copy_obj(struct server *srv, const struct filter *src, void **out)
-{
-    int rc = src->ops->create_like(src->obj, &srv->budget.sbf, out);
-    if (rc != SBF_OK)
-        return rc;
-    rc = src->ops->merge(*out, src->obj);
-    if (rc != SBF_OK) {
-        src->ops->free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
-static void setop_release(struct setop *op)
-{
-    for (size_t i = 0; i < op->n; i++)
-        filter_unref(op->src[i]);
-    op->n = 0;
-}
-
-/*
- * Collects the distinct sources of a set operation into op: each exists, has the kind
- * and parameters of the first, and can be merged. Returns true, or false with res set
- * (and nothing held).
- */
-static bool check_sources(struct server *srv, const struct proto_request *req, struct result *res,
-                          struct setop *op, bool *any_grown)
-{
-    struct proto_slice rest = req->args, name;
-    *any_grown = false;
-    while (proto_next_arg(&rest, &name)) {
-        struct filter *src = lookup(srv, name);
-        if (src == NULL) {
-            not_found(res, name);
-            goto fail;
-        }
-        bool seen = false;
-        for (size_t i = 0; i < op->n && !seen; i++)
-            seen = op->src[i] == src;
-        if (seen) {
-            filter_unref(src);
-            continue;
-        }
-        struct filter *first = op->n > 0 ? op->src[0] : src;
-        bool ok = first->ops == src->ops && src->ops->compatible(first->obj, src->obj);
-        bool can = op->intersect ? src->ops->intersect != NULL : src->ops->merge != NULL;
-        if (op->n == SETOP_MAX_SOURCES) {
-            filter_unref(src);
-            result_set(res, RESULT_CLIENT_ERROR, "too many source filters (at most 64 distinct)");
-            goto fail;
-        }
-        op->src[op->n++] = src;
-        *any_grown |= src->ops->grown(src->obj);
-        if (!can) {
-            lib_error(res, SBF_ENOTSUP);
-            goto fail;
-        }
-        if (!ok) {
-            lib_error(res, SBF_EINCOMPAT);
-            goto fail;
-        }
-    }
-    if (op->n > 0)
-        return true;
-    result_set(res, RESULT_CLIENT_ERROR, "no source filters"); /* the parser prevents it */
-fail:
-    setop_release(op);
-    return false;
-}
-
-static void cmd_setop(struct server *srv, const struct proto_request *req, struct result *res,
-                      bool intersect)
-{
-    bool any_grown;
-    struct setop op = {.intersect = intersect};
-    if (!check_sources(srv, req, res, &op, &any_grown))
-        return;
-    struct filter *first = op.src[0];
-    struct filter *dst = lookup(srv, req->name);
-    int rc = SBF_OK;
-    if (dst != NULL && !(dst->ops == first->ops && dst->ops->compatible(dst->obj, first->obj)))
-        rc = SBF_EINCOMPAT;
-    else if (intersect && (any_grown || (dst != NULL && dst->ops->grown(dst->obj))))
-        rc = SBF_EGROWN; /* checked before anything changes: lib might refuse part-way */
-    if (rc != SBF_OK)
-        goto done;
-
-    /* dst as a source adds nothing; hold it once: registry_with_exclusive() counts refs. */
-    for (size_t i = 0; i < op.n && dst != NULL; i++) {
-        if (op.src[i] == dst) {
-            filter_unref(op.src[i]);
-            op.src[i] = NULL;
-        }
-    }
-    op.skip = dst;
-    void *fresh = NULL;
-    if (dst == NULL) {
-        /* A missing destination starts as a copy of the first source: skip applying it. */
-        op.skip = first;
-        op.rc = copy_obj(srv, first, &fresh);
-        if (op.rc == SBF_OK)
-            apply_sources(first->ops, fresh, &op);
-        if (op.rc == SBF_OK)
-            op.rc = install(srv, req->name, first->ops, fresh);
-        else
-            first->ops->free(fresh);
-    } else if (!intersect) {
-        /* Union only sets bits, which readers may watch happen. */
-        apply_sources(dst->ops, dst->obj, &op);
-        filter_touch(dst);
-    } else if (registry_with_exclusive(srv->reg, dst, apply_exclusive, &op)) {
-        filter_touch(dst);
-    } else {
-        /* Someone (a snapshot) is reading dst: intersect a copy and swap it in. */
-        op.rc = copy_obj(srv, dst, &fresh);
-        if (op.rc == SBF_OK)
-            apply_sources(dst->ops, fresh, &op);
-        if (op.rc == SBF_OK)
-            op.rc = replace(srv, dst, fresh);
-        else
-            dst->ops->free(fresh);
-    }
-    rc = op.rc;
-done:
-    setop_release(&op);
-    filter_unref(dst);
-    if (rc != SBF_OK)
-        lib_error(res, rc);
-    else
-        result_set(res, RESULT_OK, NULL);
 }
 
 static void clear_exclusive(struct filter *f, void *arg)
@@ -645,17 +392,31 @@ static void clear_exclusive(struct filter *f, void *arg)
     filter_touch(f);
 }
 
-/* Empties f, in place or by swapping in a fresh object. Returns 0 or an sbf_err. */
+/*
+ * Below this many bytes a filter nobody else holds is emptied in place; a larger one gets
+ * a fresh object (mapped, zeroed lazily by the kernel: no pass over its bytes) and the
+ * old one is freed on the job thread, so CLEAR costs the loop no time per byte.
+ */
+#define CLEAR_IN_PLACE_BYTES ((uint64_t)1 << 20)
+
+/* Empties f, in place or by swapping in a fresh object; takes over the caller's
+ * reference. Returns 0 or an sbf_err. */
 static int clear_filter(struct server *srv, struct filter *f)
 {
-    int rc = SBF_OK;
-    if (!registry_with_exclusive(srv->reg, f, clear_exclusive, NULL)) {
-        /* A snapshot holds f and may be reading its bits: swap in a fresh object. */
-        void *obj;
-        rc = f->ops->create_like(f->obj, &srv->budget.sbf, &obj);
-        if (rc == SBF_OK)
-            rc = replace(srv, f, obj);
+    struct kind_info info = {0};
+    f->ops->info(f->obj, &info);
+    /* registry_with_exclusive wants exactly one reference of ours. */
+    if (info.bytes < CLEAR_IN_PLACE_BYTES &&
+        registry_with_exclusive(srv->reg, f, clear_exclusive, NULL)) {
+        filter_unref(f);
+        return SBF_OK;
     }
+    /* Large, or a snapshot holds f and may be reading its bits: swap in a fresh object. */
+    void *obj;
+    int rc = f->ops->create_like(f->obj, &srv->budget.sbf, &obj);
+    if (rc == SBF_OK)
+        rc = cmdlib_replace(srv, f, obj);
+    offload_release(srv, &f, 1, NULL, NULL); /* ours may be the last reference now */
     return rc;
 }
 
@@ -670,14 +431,14 @@ static void clear_all(struct server *srv, struct result *res)
     }
     int rc = SBF_OK;
     for (size_t i = 0; i < n; i++) {
-        /* registry_with_exclusive wants exactly our one reference: the collect's. */
         if (rc == SBF_OK)
             rc = clear_filter(srv, all[i]);
-        filter_unref(all[i]);
+        else
+            filter_unref(all[i]);
     }
     free(all);
     if (rc != SBF_OK)
-        lib_error(res, rc);
+        cmdlib_lib_error(res, rc);
     else
         result_set(res, RESULT_OK, NULL);
 }
@@ -688,15 +449,14 @@ static void cmd_clear(struct server *srv, const struct proto_request *req, struc
         clear_all(srv, res);
         return;
     }
-    struct filter *f = lookup(srv, req->name);
+    struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
-        not_found(res, req->name);
+        cmdlib_not_found(res, req->name);
         return;
     }
     int rc = clear_filter(srv, f);
-    filter_unref(f);
     if (rc != SBF_OK)
-        lib_error(res, rc);
+        cmdlib_lib_error(res, rc);
     else
         result_set(res, RESULT_OK, NULL);
 }
@@ -716,9 +476,9 @@ static void add_field(void *ctx, const char *name, enum kind_field_type type, ui
 
 static void cmd_info(struct server *srv, const struct proto_request *req, struct result *res)
 {
-    struct filter *f = lookup(srv, req->name);
+    struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
-        not_found(res, req->name);
+        cmdlib_not_found(res, req->name);
         return;
     }
     result_field_str(res, "name", f->name, f->name_len);
@@ -778,7 +538,7 @@ static int cmd_drop(struct server *srv, const struct proto_request *req, struct 
                     struct completion *later)
 {
     if (!registry_remove(srv->reg, req->name.ptr, req->name.len)) {
-        not_found(res, req->name);
+        cmdlib_not_found(res, req->name);
         return CMD_DONE;
     }
     if (srv->snap == NULL) {
@@ -802,8 +562,8 @@ static int cmd_flush(struct server *srv, const struct proto_request *req, struct
                      struct completion *later)
 {
     struct filter *f = NULL;
-    if (req->name.len > 0 && (f = lookup(srv, req->name)) == NULL) {
-        not_found(res, req->name);
+    if (req->name.len > 0 && (f = cmdlib_lookup(srv, req->name)) == NULL) {
+        cmdlib_not_found(res, req->name);
         return CMD_DONE;
     }
     int rc = CMD_PENDING;
@@ -893,11 +653,11 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
             each(ctx, i, res);
         return;
     }
-    struct filter *f = lookup(srv, reqs[0].name);
+    struct filter *f = cmdlib_lookup(srv, reqs[0].name);
     if (f == NULL) {
         for (size_t i = 0; i < n; i++) {
             result_reset(res);
-            not_found(res, reqs[i].name);
+            cmdlib_not_found(res, reqs[i].name);
             each(ctx, i, res);
         }
         return;
@@ -913,8 +673,10 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     int rc = SBF_OK;
     if (cmd == PROTO_CMD_CHECK)
         f->ops->check_batch(f->obj, h, total, bits);
-    else
+    else {
         rc = f->ops->checkadd_batch(f->obj, h, total, bits); /* ADD is CHECKADD, counted */
+        note_adds(f, h, total);
+    }
     /* Journaled before any reply: the keys that were new (all of them after a failure).
      * Runs are never merged when replies wait for the journal (durable_holds). */
     if (cmd != PROTO_CMD_CHECK)
@@ -969,7 +731,7 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
         for (size_t j = k; j < done; j++)
             added += !bits[j];
         result_reset(res);
-        lib_error(res, rc);
+        cmdlib_lib_error(res, rc);
         each(ctx, i, res);
     }
     st->keys_checked += checked;
@@ -1011,10 +773,7 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
     case PROTO_CMD_INTERSECT:
         if (durable_check(srv, res) != 0)
             return CMD_DONE;
-        cmd_setop(srv, req, res, req->cmd == PROTO_CMD_INTERSECT);
-        if (res->status == RESULT_OK)
-            return durable_reply(srv, journal_setop(srv, req), res, later);
-        break;
+        return setop_execute(srv, req, res, later) ? CMD_PENDING : CMD_DONE;
     case PROTO_CMD_INFO:
         cmd_info(srv, req, res);
         break;

@@ -166,12 +166,52 @@ static struct filter *source(struct server *srv, struct journal_name n)
     return registry_get(srv->reg, n.ptr, n.len);
 }
 
+/*
+ * UNION/INTERSECT into a missing filter created it as a copy of the first source (that
+ * exists here): do the same, so that the record then applies to it. Returns 0, or -1
+ * when the table cannot take it.
+ */
+static int replay_setop_dst(struct server *srv, const struct journal_record *rec)
+{
+    struct filter *f = registry_get(srv->reg, rec->name.ptr, rec->name.len);
+    if (f != NULL) {
+        filter_unref(f);
+        return 0;
+    }
+    struct filter *first = NULL;
+    for (size_t i = 0; i < rec->nsources && first == NULL; i++)
+        first = source(srv, rec->sources[i]);
+    if (first == NULL || first->ops->merge == NULL) {
+        filter_unref(first);
+        return 0; /* nothing to copy: the record is skipped as unknown */
+    }
+    void *obj = NULL;
+    int rc = first->ops->create_like(first->obj, &srv->budget.sbf, &obj);
+    if (rc == SBF_OK && (rc = first->ops->merge(obj, first->obj)) != SBF_OK)
+        first->ops->free(obj);
+    if (rc == SBF_OK && (f = filter_new(rec->name.ptr, rec->name.len, first->ops, obj)) == NULL)
+        first->ops->free(obj);
+    filter_unref(first);
+    if (rc != SBF_OK || f == NULL) {
+        log_msg(LOG_ERROR, "journal: cannot replay the creation of %.*s at %llu: %s",
+                (int)rec->name.len, rec->name.ptr, (unsigned long long)rec->pos,
+                sbf_strerror(rc != SBF_OK ? rc : SBF_ENOMEM));
+        return 0; /* the record is skipped as unknown */
+    }
+    rc = registry_put(srv->reg, f);
+    filter_unref(f);
+    return rc == REGISTRY_OK ? 0 : -1;
+}
+
 static int apply(void *ctx, const struct journal_record *rec)
 {
     struct replay *r = ctx;
     struct server *srv = r->srv;
     if (rec->type == JOURNAL_CREATE)
         return replay_create(r, rec);
+    if ((rec->type == JOURNAL_UNION || rec->type == JOURNAL_INTERSECT) &&
+        replay_setop_dst(srv, rec) != 0)
+        return -1;
     if (rec->type == JOURNAL_DROP) {
         struct filter *f = target(r, rec);
         if (f == NULL)

@@ -154,6 +154,12 @@ void jobs_post(struct jobs *q, struct job *j)
 {
     j->next = NULL;
     pthread_mutex_lock(&q->lock);
+    if (q->quit) { /* the thread is gone or going: run it here, as a job freed late asks */
+        pthread_mutex_unlock(&q->lock);
+        j->run(j);
+        j->free(j);
+        return;
+    }
     if (q->tail)
         q->tail->next = j;
     else

@@ -29,7 +29,11 @@ struct jobs;
  */
 struct jobs *jobs_start(struct event_base *base, int nice, const bool *mute);
 
-/* Appends j behind every queued job. Loop thread. */
+/*
+ * Appends j behind every queued job. Loop thread. Once jobs_stop() has begun (the free()
+ * of a job being dropped may post one), j runs at once on the caller's thread instead,
+ * without its done() step.
+ */
 void jobs_post(struct jobs *q, struct job *j);
 
 /* True while a job is running (for STATS). Any thread. */

@@ -44,6 +44,7 @@ struct filter *filter_new(const char *name, size_t len, const struct kind_ops *o
         return NULL;
     atomic_init(&flt->refs, 1);
     atomic_init(&flt->dropped, false);
+    atomic_init(&flt->replaced, false);
     atomic_init(&flt->changes, 1);
     atomic_init(&flt->saved_at, 0);
     atomic_init(&flt->journal_pos, 0);
@@ -52,6 +53,7 @@ struct filter *filter_new(const char *name, size_t len, const struct kind_ops *o
     flt->rotated_ms = 0;
     flt->ops = ops;
     flt->obj = obj;
+    flt->setop = NULL;
     flt->overhead = 0;
     flt->name_len = len;
     memcpy(flt->name, name, len);
@@ -250,6 +252,7 @@ void registry_replace(struct registry *r, struct filter *old, struct filter *fre
     pthread_mutex_lock(&r->lock);
     n->f = fresh;
     pthread_mutex_unlock(&r->lock);
+    atomic_store_explicit(&old->replaced, true, memory_order_release);
     unlist(r, old);
     filter_unref(old);
 }

@@ -23,9 +23,12 @@
 
 #include "lib/kind.h"
 
+struct setop;
+
 struct filter {
     _Atomic uint32_t refs;        /* the table's reference plus one per holder */
     _Atomic bool dropped;         /* set when DROP removed it from the table */
+    _Atomic bool replaced;        /* set when registry_replace() put another in its place */
     _Atomic uint64_t changes;     /* bumped by every mutation; starts at 1 (never saved) */
     _Atomic int64_t saved_at;     /* Unix time of its last snapshot, 0 if none (snapshot.c) */
     _Atomic uint64_t journal_pos; /* journal position its last snapshot covers, 0 if none */
@@ -34,6 +37,8 @@ struct filter {
     _Atomic uint64_t keys_seen;   /* keys ADD/CHECKADD found present already */
     const struct kind_ops *ops;   /* the filter's kind */
     void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
+    struct setop *setop;          /* the background UNION/INTERSECT into it (server/setop.h),
+                                     or NULL; loop thread only */
     size_t overhead;              /* bytes counted in the budget's overhead while in a table */
     size_t name_len;
     char name[]; /* NUL-terminated copy (names never contain NUL) */
@@ -105,7 +110,8 @@ bool registry_remove(struct registry *r, const char *name, size_t len);
 
 /*
  * Puts fresh in place of old (same name; old must be in the table): the table's
- * reference moves from old to a new one on fresh.
+ * reference moves from old to a new one on fresh, and old is marked replaced (a snapshot
+ * of it would be stale: it is not written any more).
  */
 void registry_replace(struct registry *r, struct filter *old, struct filter *fresh);
 

@@ -26,6 +26,7 @@ struct snapshotter;
 struct worker;
 struct stats;
 struct durable;
+struct setop;
 
 /* Where the process is in its life: /readyz and systemd's READY=1 follow it. */
 enum server_phase {
@@ -53,6 +54,7 @@ struct server {
     struct auth_key auth;         /* cfg.auth_token's digest; unset = no authentication */
     bool protect;                 /* protected mode: refuse clients that are not on loopback */
     struct tls *tls;              /* the TLS listener's context; NULL when tls_port is 0 */
+    struct setop *setops;         /* background UNION/INTERSECTs under way (setop.c) */
 };
 
 #endif

@@ -5,14 +5,23 @@
  * callbacks, so those commands answer only once their effect is on disk. Workload: few
  * filters, some of them gigabytes, written while clients keep adding to them.
  *
- * Why no stale file can resurrect a dropped filter: a filter leaves the registry (DROP)
- * on the event loop before its delete job is queued, and every write job holds the
- * filter objects it collected when it was queued. So any write of the dropped object was
- * queued earlier and runs earlier than the delete (one thread, FIFO), and a later write
- * job can only hold a newer object of that name (a new CREATE) whose file is meant to
- * exist. The dropped flag, checked before encoding and again just before the rename,
- * only saves work. CLEAR either empties the object in place (no job holds it) or swaps in
- * a fresh object, which starts dirty and is written by the next job; until then the old
+ * Two lanes (two job threads), so that a DROP or the FLUSH of a small filter never waits
+ * behind a long write of another: the quick lane takes file removals and FLUSHes of
+ * filters under SNAPSHOT_QUICK_BYTES (but time-driven ones); the long lane everything else (the
+ * timer's and FLUSH-all's writes, big FLUSHes, and the other background work of snapshot_jobs()).
+ *
+ * Why no stale file can come back, with two lanes: per name, the two lanes take turns
+ * (claim(): a lane works on a name only while the other does not), so a write's last
+ * check of its filter and its rename happen wholly before or after a removal or another
+ * write of that name. A filter leaves the table (DROP: dropped) or is swapped out (CLEAR,
+ * INTERSECT, background set operations: replaced) on the loop before any later job is
+ * queued, and a write checks both flags before encoding and again just before the
+ * rename, under its turn: so a write of a dropped or replaced object never lands after
+ * the removal or the newer write. The one order the flags cannot give, a removal of an
+ * old object's file landing after the write of a newer object of the same name (DROP
+ * then CREATE), is kept by claim(): the long lane does not touch a name while a removal
+ * of it queued earlier is pending (the quick lane keeps its own FIFO order). A swapped
+ * object's replacement starts dirty and is written by the next job; until then the old
  * snapshot stands, exactly as if the CLEAR had come just after it.
  */
 #include "server/snapshot.h"
@@ -34,17 +43,30 @@
 #include "server/server.h"
 #include "server/snapfile.h"
 
-/* Nice value of the job thread (the event loop keeps the process's, normally 0). */
+/* Nice value of the job threads (the event loop keeps the process's, normally 0). */
 #define SNAPSHOT_NICE 10
+
+/* A FLUSH of a filter with fewer bytes than this goes to the quick lane. */
+#define SNAPSHOT_QUICK_BYTES ((uint64_t)4 << 20)
+
+enum lane {
+    LANE_LONG = 0,
+    LANE_QUICK = 1,
+};
 
 struct snap_job;
 
 struct snapshotter {
     struct server *srv;
-    struct jobs *jobs;
-    pthread_mutex_t lock;     /* guards periodic_queued, flushes and stats */
-    struct snap_job *flushes; /* queued FLUSH <name> jobs not started yet (merge targets) */
-    bool periodic_queued;     /* a timer job is queued or running: skip the next tick */
+    struct jobs *jobs;         /* the long lane (snapshot_jobs()) */
+    struct jobs *quick;        /* the quick lane: removals, small FLUSHes */
+    pthread_mutex_t lock;      /* guards everything below but timer */
+    pthread_cond_t turn;       /* broadcast when a lane lets go of a name or a removal ends */
+    const char *busy[2];       /* the name each lane works on now, or NULL */
+    uint64_t seq;              /* lane jobs posted so far */
+    struct snap_job *removals; /* removal jobs posted and not finished */
+    struct snap_job *flushes;  /* queued FLUSH <name> jobs not started yet (merge targets) */
+    bool periodic_queued;      /* a timer job is queued or running: skip the next tick */
     struct snapshot_stats stats;
     struct event *timer; /* every snapshot_interval seconds; NULL if disabled */
 };
@@ -76,6 +98,9 @@ struct snap_job {
     struct filter *target;       /* FLUSH <name>: the filter; else NULL */
     struct snap_job *next_flush; /* s->flushes */
     bool started;                /* the job thread took it (under s->lock) */
+    enum lane lane;
+    uint64_t seq;                  /* order of posting, across both lanes */
+    struct snap_job *next_removal; /* s->removals */
     uint64_t covered; /* SNAP_WRITE: journal position when queued: what the files cover */
     int err;          /* result: 0 or SNAPSHOT_EIO */
     char why[256];    /* the first failure */
@@ -100,7 +125,61 @@ static void job_fail(struct snap_job *j, const char *why)
 static bool still_wanted(void *arg)
 {
     const struct filter *f = arg;
-    return !atomic_load_explicit(&f->dropped, memory_order_acquire);
+    return !atomic_load_explicit(&f->dropped, memory_order_acquire) &&
+           !atomic_load_explicit(&f->replaced, memory_order_acquire);
+}
+
+/* Waits for j's lane's turn on name (see the top of the file), then takes it. */
+static void claim(struct snap_job *j, const char *name)
+{
+    struct snapshotter *s = j->s;
+    enum lane other = j->lane == LANE_LONG ? LANE_QUICK : LANE_LONG;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        bool wait = s->busy[other] != NULL && strcmp(s->busy[other], name) == 0;
+        for (const struct snap_job *r = s->removals; r != NULL && !wait && j->lane == LANE_LONG;
+             r = r->next_removal)
+            wait = r->seq < j->seq && strcmp(r->name, name) == 0;
+        if (!wait)
+            break;
+        pthread_cond_wait(&s->turn, &s->lock);
+    }
+    s->busy[j->lane] = name;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Waits until every removal posted before j has finished (FLUSH of every filter covers
+ * the DROPs before it, as when one thread ran everything). */
+static void wait_removals(struct snap_job *j)
+{
+    struct snapshotter *s = j->s;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        bool wait = false;
+        for (const struct snap_job *r = s->removals; r != NULL && !wait; r = r->next_removal)
+            wait = r->seq < j->seq;
+        if (!wait)
+            break;
+        pthread_cond_wait(&s->turn, &s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Lets go of j's turn; a removal also leaves s->removals. */
+static void unclaim(struct snap_job *j)
+{
+    struct snapshotter *s = j->s;
+    pthread_mutex_lock(&s->lock);
+    s->busy[j->lane] = NULL;
+    if (j->kind == SNAP_DELETE) {
+        struct snap_job **pp = &s->removals;
+        while (*pp != NULL && *pp != j)
+            pp = &(*pp)->next_removal;
+        if (*pp == j)
+            *pp = j->next_removal;
+    }
+    pthread_cond_broadcast(&s->turn);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* Writes f if it changed since its last snapshot. Adds the bytes written to *bytes and
@@ -108,7 +187,7 @@ static bool still_wanted(void *arg)
 static bool write_filter(struct snap_job *j, struct filter *f, uint64_t *bytes)
 {
     struct snapshotter *s = j->s;
-    if (atomic_load_explicit(&f->dropped, memory_order_acquire))
+    if (!still_wanted(f))
         return false;
     /* Read the counter before encoding: a change after this point leaves it different,
      * so the filter stays dirty even if the encoder already passed the changed bits. */
@@ -157,11 +236,15 @@ static void run_write(struct snap_job *j)
     uint64_t t0 = clock_mono_ms(), bytes = 0;
     bool any = false;
     for (size_t i = 0; i < j->n; i++) {
+        claim(j, j->filters[i]->name);
         any |= write_filter(j, j->filters[i], &bytes);
+        unclaim(j);
         /* Let go as soon as possible: a dropped filter's memory is freed here. */
         filter_unref(j->filters[i]);
         j->filters[i] = NULL;
     }
+    if (j->all)
+        wait_removals(j);
     uint64_t ms = clock_mono_ms() - t0;
     if (j->all)
         durable_truncate(s->srv, j->covered); /* segments every snapshot now covers */
@@ -186,7 +269,10 @@ static void run_delete(struct snap_job *j)
 {
     struct snapfile_error err;
     char msg[sizeof j->why];
-    if (snapfile_remove(j->s->srv->cfg.data_dir, j->name, &err) == 0)
+    claim(j, j->name);
+    int rc = snapfile_remove(j->s->srv->cfg.data_dir, j->name, &err);
+    unclaim(j);
+    if (rc == 0)
         return;
     snapfile_format(&err, msg, sizeof msg);
     log_msg(LOG_ERROR, "snapshot: removing dropped filter '%s' failed (%s)", j->name, msg);
@@ -292,6 +378,20 @@ static struct snap_job *write_job(struct snapshotter *s, struct filter *f, snaps
     return j;
 }
 
+/* Queues j on a lane, numbered; a removal is listed until it finished. */
+static void post(struct snapshotter *s, struct snap_job *j, enum lane lane)
+{
+    pthread_mutex_lock(&s->lock);
+    j->lane = lane;
+    j->seq = ++s->seq;
+    if (j->kind == SNAP_DELETE) {
+        j->next_removal = s->removals;
+        s->removals = j;
+    }
+    pthread_mutex_unlock(&s->lock);
+    jobs_post(lane == LANE_QUICK ? s->quick : s->jobs, &j->job);
+}
+
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct snapshotter *s = arg;
@@ -311,7 +411,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&s->lock);
     s->periodic_queued = true;
     pthread_mutex_unlock(&s->lock);
-    jobs_post(s->jobs, &j->job);
+    post(s, j, LANE_LONG);
 }
 
 /*
@@ -354,7 +454,13 @@ int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn don
         s->flushes = j;
         pthread_mutex_unlock(&s->lock);
     }
-    jobs_post(s->jobs, &j->job);
+    /* A time-driven filter's dropped generations are freed by a job on the long lane
+     * (advance.c), after the jobs queued before it there: its writes stay on that lane. */
+    struct kind_info info = {0};
+    if (f != NULL)
+        f->ops->info(f->obj, &info);
+    bool quick = f != NULL && f->ops->advance == NULL && info.bytes < SNAPSHOT_QUICK_BYTES;
+    post(s, j, quick ? LANE_QUICK : LANE_LONG);
     return 0;
 }
 
@@ -372,7 +478,7 @@ int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapsho
     }
     memcpy(j->name, name, len);
     j->name[len] = '\0';
-    jobs_post(s->jobs, &j->job);
+    post(s, j, LANE_QUICK);
     return 0;
 }
 
@@ -390,7 +496,7 @@ void snapshot_get_stats(struct snapshotter *s, struct snapshot_stats *out)
     pthread_mutex_lock(&s->lock);
     *out = s->stats;
     pthread_mutex_unlock(&s->lock);
-    out->running = jobs_running(s->jobs);
+    out->running = jobs_running(s->jobs) || jobs_running(s->quick);
 }
 
 /* ---- lifecycle ---- */
@@ -400,6 +506,8 @@ static void snapshotter_free(struct snapshotter *s)
     if (s->timer)
         event_free(s->timer);
     jobs_stop(s->jobs);
+    jobs_stop(s->quick);
+    pthread_cond_destroy(&s->turn);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -411,8 +519,10 @@ int snapshot_start(struct server *srv, struct event_base *base)
         return SNAPSHOT_ENOMEM;
     s->srv = srv;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->turn, NULL);
     s->jobs = jobs_start(base, SNAPSHOT_NICE, &srv->stopping);
-    if (s->jobs == NULL)
+    s->quick = jobs_start(base, SNAPSHOT_NICE, &srv->stopping);
+    if (s->jobs == NULL || s->quick == NULL)
         goto fail;
     if (srv->cfg.snapshot_interval > 0) {
         struct timeval tv = {.tv_sec = srv->cfg.snapshot_interval};
@@ -443,14 +553,16 @@ int snapshot_stop(struct server *srv)
         log_msg(LOG_ERROR, "snapshot: out of memory for the final snapshot");
         rc = SNAPSHOT_ENOMEM;
     } else {
-        jobs_post(s->jobs, &j->job);
+        post(s, j, LANE_LONG);
     }
     if (s->timer) {
         event_free(s->timer);
         s->timer = NULL;
     }
-    jobs_stop(s->jobs); /* runs the final snapshot first */
+    jobs_stop(s->jobs); /* runs the final snapshot first (the quick lane still runs) */
     s->jobs = NULL;
+    jobs_stop(s->quick);
+    s->quick = NULL;
     if (rc == 0 && s->stats.failures != failures)
         rc = SNAPSHOT_EIO;
     snapshotter_free(s);

@@ -1,9 +1,9 @@
 /*
  * snapshot.h - the snapshot policy: which filters to write and when (every
  * snapshot_interval seconds, on FLUSH, at shutdown), and the removal of a dropped
- * filter's file, all as jobs on the background thread (server/jobs.h) that write
- * through server/snapfile.h. The event loop never touches the disk after start-up.
- * Answers come back through plain callbacks: this module knows no connection and no
+ * filter's file, all as jobs on two background threads (server/jobs.h: the long lane
+ * and the quick lane) that write through server/snapfile.h. The event loop never touches the disk
+ * after start-up. Answers come back through plain callbacks: this module knows no connection and no
  * protocol. Start-up loading is server/recover.h.
  */
 #ifndef BLOOMD_SERVER_SNAPSHOT_H
@@ -50,9 +50,12 @@ int snapshot_stop(struct server *srv);
 typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
 
 /*
- * Queues a write of f (NULL: every filter) if it changed since its last snapshot, behind
- * every job already queued (so an earlier DROP's delete or write is done first), and
- * calls done(arg, ...) on the event loop once that is durable. The job holds its own
+ * Queues a write of f (NULL: every filter) if it changed since its last snapshot, and
+ * calls done(arg, ...) on the event loop once that is durable. A FLUSH of one small
+ * filter (under 4 MiB, not time-driven) goes to the quick lane, the rest to the long lane
+ * behind the jobs queued there; either way an earlier DROP's removal of the same name is
+ * done first, and a write never lands after a newer one of the same name. A write of
+ * every filter also waits for every removal queued before it. The job holds its own
  * references. A FLUSH of one filter that finds a FLUSH of the same filter queued and not
  * started shares that write (it starts after both arrived), so clients looping FLUSH
  * cause one write at a time, not a growing queue. Returns 0, or SNAPSHOT_ENOMEM and done
@@ -61,8 +64,9 @@ typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
 int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg);
 
 /*
- * Queues the deletion of the files of the filter named name[0..len), behind every job
- * already queued; call after registry_remove(). When done is not NULL, calls
+ * Queues the deletion of the files of the filter named name[0..len) on the quick lane
+ * (it waits for nothing but a write of the same name in progress); call after
+ * registry_remove(). When done is not NULL, calls
  * done(arg, ...) on the event loop once the files are unlinked and the directory synced
  * (files already missing count as removed). Returns 0, or SNAPSHOT_ENOMEM (logged and
  * counted as a failure: the file will be loaded again at the next start) and done is
@@ -72,8 +76,9 @@ int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapsho
                     void *arg);
 
 /*
- * The job thread the snapshotter runs: other background work (large set operations,
- * big frees) is posted there too, so it runs in order with the snapshot jobs.
+ * The long lane's job thread: other background work (large set operations, big frees,
+ * retired generations) is posted there too, so it runs in order with that lane's
+ * snapshot jobs (every periodic, big or time-driven filter's write).
  */
 struct jobs *snapshot_jobs(struct snapshotter *s);
 

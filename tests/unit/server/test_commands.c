@@ -4,7 +4,7 @@
  * counters, and the result formatted by the text protocol; the reply bytes are compared.
  * Covers every command, every error, the batch boundaries of the key commands, the
  * copy-on-write paths taken while a snapshot holds a filter, and the answer-later path
- * of FLUSH and DROP through a struct completion.
+ * of FLUSH, DROP and background UNION/INTERSECT through a struct completion.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -683,9 +683,8 @@ static void later_done(struct completion *c, const struct result *r)
     event_base_loopbreak(base);
 }
 
-/* Runs line with l as its completion: it must be parked (no reply yet), then answered
- * once by the loop; returns that answer. */
-static const char *run_parked(const char *line, struct later *l)
+/* Runs line with l as its completion: it must be parked (no reply yet). */
+static void submit(const char *line, struct later *l)
 {
     int result;
     memset(l, 0, sizeof *l);
@@ -693,12 +692,25 @@ static const char *run_parked(const char *line, struct later *l)
     assert_string_equal(run_later(line, &result, &l->c), "");
     assert_int_equal(result, CMD_PENDING);
     assert_int_equal(l->calls, 0); /* never before the command returned */
+}
+
+/* Runs the loop until l was answered, once; returns that answer. */
+static const char *wait_later(struct later *l)
+{
     struct timeval guard = {.tv_sec = 10};
     event_base_loopexit(base, &guard);
     while (l->calls == 0 && event_base_dispatch(base) == 0 && !event_base_got_exit(base))
         ;
     assert_int_equal(l->calls, 1);
     return l->reply;
+}
+
+/* Runs line with l as its completion: parked, then answered once by the loop; returns
+ * that answer. */
+static const char *run_parked(const char *line, struct later *l)
+{
+    submit(line, l);
+    return wait_later(l);
 }
 
 static bool starts_with(const char *s, const char *prefix)
@@ -779,6 +791,50 @@ static void test_flush_drop_later(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * UNION/INTERSECT of filters of 1 MiB or more run on the job thread: answered later,
+ * while the filters answer; adds to dst meanwhile are kept; a second operation into the
+ * same dst waits for the first; a CLEAR of dst or a DROP of a source meanwhile makes the
+ * operation start again from the filters as they are.
+ */
+static void test_setop_background(void **state)
+{
+    (void)state;
+    struct later l, l2;
+    expect("CREATE a capacity=1000000", "CREATED"); /* ~1.2 MB each */
+    expect("CREATE b capacity=1000000", "CREATED");
+    expect("ADD a 1 2 3", "ADDED 3");
+    expect("ADD b 3 4", "ADDED 2");
+    submit("UNION u a b", &l);
+    expect("CHECK a 1 4", "1 0"); /* the sources answer meanwhile */
+    expect("CHECK u 1", "NOT_FOUND");
+    assert_string_equal(wait_later(&l), "OK\r\n");
+    expect("CHECK u 1 2 3 4 5", "1 1 1 1 0");
+
+    expect("CREATE d capacity=1000000", "CREATED");
+    expect("ADD d 3 9", "ADDED 2");
+    submit("INTERSECT d a b", &l);
+    expect("ADD d 7", "ADDED 1"); /* during the job: kept */
+    expect("CHECKADD d 9", "1");  /* present before the job, added again: kept too */
+    submit("UNION d a", &l2);     /* waits behind the INTERSECT */
+    assert_string_equal(wait_later(&l), "OK\r\n");
+    expect("CHECK d 3 7 9 4", "1 1 1 0");
+    assert_string_equal(wait_later(&l2), "OK\r\n");
+    expect("CHECK d 1 2 3 7 9 4", "1 1 1 1 1 0");
+
+    submit("UNION d b", &l);
+    expect("CLEAR d", "OK"); /* d is swapped out under the job: it starts again */
+    assert_string_equal(wait_later(&l), "OK\r\n");
+    expect("CHECK d 3 4 1 7", "1 1 0 0");
+
+    submit("UNION e a b", &l);
+    expect("DROP b", "DELETED");
+    assert_string_equal(wait_later(&l), "NOT_FOUND\r\n");
+    assert_false(exists("e"));
+    /* The references the jobs let go of are dropped on the job thread: wait for it. */
+    assert_string_equal(run_parked("FLUSH", &l), "OK\r\n");
+}
+
 int main(void)
 {
     log_open(NULL, LOG_ERROR); /* the expected snapshot failures are logged; the rest is noise */
@@ -799,6 +855,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_intersect_in_place_fits_budget, setup_small_memory,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_flush_drop_later, setup_snapshots, teardown_snapshots),
+        cmocka_unit_test_setup_teardown(test_setop_background, setup_snapshots, teardown_snapshots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,11 @@
 /*
  * test_snapshot.c - unit tests of the snapshot thread (server/snapshot.c) with a real
  * event loop and registry but no sockets: dirty tracking, FIFO order of writes and
- * deletes, failures that keep the filter dirty and are retried, failed deletes reported
- * to the caller, the final snapshot at stop, and loading it back clean (recover.c). The
- * test owns the event loop the job thread hands its answers to, as a worker would.
+ * deletes, the quick lane (removals and small FLUSHes never behind a long write; a
+ * removal before a newer write of the same name; replaced filters not written), failures that keep
+ * the filter dirty and are retried, failed deletes reported to the caller, the final snapshot at
+ * stop, and loading it back clean (recover.c). The test owns the event loop the job thread hands
+ * its answers to, as a worker would.
  */
 #include <setjmp.h> /* cmocka needs these first */
 #include <stdarg.h>
@@ -12,7 +14,9 @@
 #include <cmocka.h>
 
 #include <event2/event.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,7 @@
 #include "lib/kind.h"
 #include "lib/sbf.h"
 #include "server/config.h"
+#include "server/jobs.h"
 #include "server/lifecycle.h"
 #include "server/log.h"
 #include "server/recover.h"
@@ -316,6 +321,132 @@ static void test_stop_with_answers_pending(void **state)
     filter_unref(f);
 }
 
+/* A job that holds the long lane until released: what a long write of a big filter does. */
+struct blocker {
+    struct job job;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool go;
+};
+
+static void blocker_run(struct job *j)
+{
+    struct blocker *b = (struct blocker *)j;
+    pthread_mutex_lock(&b->lock);
+    while (!b->go)
+        pthread_cond_wait(&b->cond, &b->lock);
+    pthread_mutex_unlock(&b->lock);
+}
+
+static void blocker_free(struct job *j)
+{
+    (void)j; /* owned by the test */
+}
+
+/* Puts b on the long lane: it holds it until blocker_release(). */
+static void blocker_post(struct fixture *fx, struct blocker *b)
+{
+    *b = (struct blocker){.job = {.run = blocker_run, .free = blocker_free}};
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    jobs_post(snapshot_jobs(fx->srv.snap), &b->job);
+}
+
+static void blocker_release(struct blocker *b)
+{
+    pthread_mutex_lock(&b->lock);
+    b->go = true;
+    pthread_cond_signal(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* Once a later job on the long lane answered, b is done with. */
+static void blocker_destroy(struct blocker *b)
+{
+    pthread_cond_destroy(&b->cond);
+    pthread_mutex_destroy(&b->lock);
+}
+
+/* A DROP and a FLUSH of a small filter answer while the long lane is busy elsewhere. */
+static void test_quick_lane_not_behind_long_write(void **state)
+{
+    struct fixture *fx = *state;
+    struct filter *small = make(fx, "small", "s", 10);
+    make(fx, "gone", "g", 10);
+    assert_int_equal(flush(fx, NULL), 0);
+    struct blocker b;
+    blocker_post(fx, &b);
+    add(small, "t", 10);
+    int before = fx->calls;
+    assert_int_equal(snapshot_flush(fx->srv.snap, small, on_done, fx), 0);
+    wait_for(fx, before + 1);
+    assert_int_equal(fx->last_err, 0);
+    assert_int_equal(atomic_load(&small->changes), 0);
+    assert_true(registry_remove(fx->srv.reg, "gone", 4));
+    assert_int_equal(snapshot_forget(fx->srv.snap, "gone", 4, on_done, fx), 0);
+    wait_for(fx, before + 2);
+    assert_false(exists(fx, "gone.bloom"));
+    blocker_release(&b);
+    assert_int_equal(flush(fx, NULL), 0); /* behind the blocker: it ran */
+    blocker_destroy(&b);
+}
+
+/* DROP then CREATE of one name: the long lane's write of the new filter waits for the
+ * quick lane's removal of the old file, so the new file stays. */
+static void test_removal_before_newer_write(void **state)
+{
+    struct fixture *fx = *state;
+    make(fx, "x", "old", 10);
+    assert_int_equal(flush(fx, NULL), 0);
+    /* The blocker holds the long lane while the removal (quick lane) and the write of the
+     * new filter (long lane, behind the blocker) are queued. */
+    struct blocker b;
+    blocker_post(fx, &b);
+    assert_true(registry_remove(fx->srv.reg, "x", 1));
+    assert_int_equal(snapshot_forget(fx->srv.snap, "x", 1, NULL, NULL), 0);
+    make(fx, "x", "new", 10);
+    int before = fx->calls;
+    assert_int_equal(snapshot_flush(fx->srv.snap, NULL, on_done, fx), 0);
+    blocker_release(&b);
+    wait_for(fx, before + 1);
+    assert_int_equal(fx->last_err, 0);
+    assert_true(exists(fx, "x.bloom"));
+    blocker_destroy(&b);
+    assert_int_equal(snapshot_stop(&fx->srv), 0);
+    server_destroy(&fx->srv);
+    start(fx);
+    struct filter *x = registry_get(fx->srv.reg, "x", 1);
+    assert_non_null(x);
+    assert_true(sbf_check(x->obj, hash_of("new", 3)));
+    filter_unref(x);
+}
+
+/* A filter swapped out of the table (CLEAR of a held filter) is not written any more: its
+ * file would be older than its replacement's. */
+static void test_replaced_filter_not_written(void **state)
+{
+    struct fixture *fx = *state;
+    struct filter *old = make(fx, "r", "r", 10);
+    filter_ref(old); /* like a queued job's */
+    struct sbf_params p;
+    struct sbf *s;
+    sbf_params_default(&p);
+    p.capacity = 1000;
+    assert_int_equal(sbf_new(&p, &fx->srv.budget.sbf, &s), 0);
+    struct filter *fresh = filter_new("r", 1, &kind_sbf, s);
+    assert_non_null(fresh);
+    registry_replace(fx->srv.reg, old, fresh);
+    filter_unref(fresh);
+    assert_true(atomic_load(&old->replaced));
+    assert_int_equal(flush(fx, old), 0);
+    assert_false(exists(fx, "r.bloom"));
+    assert_int_equal(stats(fx).written, 0);
+    filter_unref(old);
+    assert_int_equal(flush(fx, NULL), 0);
+    assert_true(exists(fx, "r.bloom"));
+    assert_int_equal(stats(fx).written, 1);
+}
+
 int main(void)
 {
     log_open(NULL, LOG_ERROR); /* the expected failure is logged; the rest is noise */
@@ -326,6 +457,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failure_keeps_dirty_and_retries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_writes_and_load_restores, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_with_answers_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quick_lane_not_behind_long_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_removal_before_newer_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replaced_filter_not_written, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
