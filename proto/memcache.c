@@ -107,17 +107,14 @@ static int fail_plain(struct mc_request *m, int status, const char *why)
     return fail(m, status, why, none);
 }
 
-/* Splits tokens off *rest into tok[0..max); returns how many there were (may be > max). */
+/* Splits tokens off rest into tok[0..max); returns how many, or max + 1 if there were
+ * more. One bitmap scan of the line (proto_next_keys), not a memchr per token. */
 static size_t take_tokens(struct proto_slice rest, struct proto_slice *tok, size_t max)
 {
-    size_t n = 0;
-    struct proto_slice t;
-    while (proto_next_arg(&rest, &t)) {
-        if (n < max)
-            tok[n] = t;
-        n++;
-    }
-    return n;
+    static const struct proto_request as_is = {.nargs = 0}; /* no key_skip */
+    size_t n = proto_next_keys(&as_is, &rest, tok, max);
+    struct proto_slice more;
+    return n == max && proto_next_arg(&rest, &more) ? max + 1 : n;
 }
 
 /* Takes a trailing "noreply" off the n tokens; returns the count left. */
@@ -568,6 +565,15 @@ void mc_get_end(struct proto_buf *b, const struct mc_get *g)
         proto_reply_word(b, "END");
 }
 
+/* The hot replies, with their lengths known: one append each. */
+static void reply_stored(struct proto_buf *b, bool stored)
+{
+    if (stored)
+        proto_buf_append(b, "STORED\r\n", 8);
+    else
+        proto_buf_append(b, "NOT_STORED\r\n", 12);
+}
+
 void mc_format_result(struct proto_buf *b, const struct mc_request *m, const struct result *r)
 {
     if (m->noreply)
@@ -587,15 +593,13 @@ void mc_format_result(struct proto_buf *b, const struct mc_request *m, const str
         return;
     switch (m->cmd) {
     case MC_CMD_ADD:
-        if (r->status == RESULT_BITS && r->nbits == 1)
-            proto_reply_word(b, r->bits[0] ? "NOT_STORED" : "STORED");
-        else if (r->status == RESULT_COUNT)
-            proto_reply_word(b, r->count > 0 ? "STORED" : "NOT_STORED");
+        if ((r->status == RESULT_BITS && r->nbits == 1) || r->status == RESULT_COUNT)
+            reply_stored(b, r->status == RESULT_BITS ? !r->bits[0] : r->count > 0);
         else
             proto_reply_error(b, "SERVER_ERROR", "unexpected result");
         return;
     case MC_CMD_SET:
-        proto_reply_word(b, "STORED");
+        reply_stored(b, true);
         return;
     case MC_CMD_VERSION:
         proto_buf_append(b, MC_VERSION_PREFIX, sizeof(MC_VERSION_PREFIX) - 1);

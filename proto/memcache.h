@@ -73,7 +73,7 @@ enum mc_status {
  * One parsed memcached request. req is what the server executes (see enum mc_cmd); its
  * slices point into the buffer given to mc_parse. For add/set, req.name is the filter,
  * req.args the memcached key as sent ("clicks:u1") and req.key_skip the length of its
- * "<filter>:" prefix, so proto_next_key() yields the Bloom key ("u1"). For get, req.name
+ * "<filter>:" prefix, so proto_next_keys() yields the Bloom key ("u1"). For get, req.name
  * is empty and req.args/req.nargs hold all the keys as sent: walk them with
  * mc_next_group(). On an error, req.why and req.bad say why (as in proto_parse).
  */

@@ -74,7 +74,7 @@ struct proto_create {
  * UNION/INTERSECT, the options for CREATE (already decoded into `create`), and for AUTH the
  * token: every byte after the spaces that follow AUTH, spaces included (nargs 1, or 0 when
  * empty); otherwise walk it with
- * proto_next_arg(), or proto_next_key() for keys. `nargs` counts them. Every arg was
+ * proto_next_arg(), or proto_next_keys() for keys. `nargs` counts them. Every arg was
  * validated by the parser. `key_skip` is the length of a prefix each key token carries and
  * that is not part of the key (the memcached protocol's "<filter>:"); 0 for the text
  * protocol.
@@ -108,9 +108,13 @@ bool proto_name_valid(struct proto_slice name);
  */
 bool proto_next_arg(struct proto_slice *rest, struct proto_slice *arg);
 
-/* proto_next_arg() for keys: the token without the request's key_skip prefix. */
-bool proto_next_key(const struct proto_request *req, struct proto_slice *rest,
-                    struct proto_slice *key);
+/*
+ * The next keys of *rest, at most max of them, into keys[] (each token without the
+ * request's key_skip prefix), advancing *rest. Returns how many; 0 when none is left.
+ * A batch at a time: the execute loops split and hash a batch before probing it.
+ */
+size_t proto_next_keys(const struct proto_request *req, struct proto_slice *rest,
+                       struct proto_slice *keys, size_t max);
 
 /* The upper-case name of a command ("CHECKADD"); the parser matches it in any case. */
 const char *proto_cmd_name(enum proto_cmd cmd);

@@ -318,6 +318,17 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
     }
 }
 
+/* Hashes the next keys of *rest, at most max, into h; returns how many (0: none left). */
+static size_t hash_keys(const struct proto_request *req, struct proto_slice *rest,
+                        struct sbf_hash *h, size_t max)
+{
+    struct proto_slice keys[COMMANDS_BATCH];
+    size_t n = proto_next_keys(req, rest, keys, max < COMMANDS_BATCH ? max : COMMANDS_BATCH);
+    for (size_t i = 0; i < n; i++)
+        h[i] = sbf_hash_key(keys[i].ptr, keys[i].len);
+    return n;
+}
+
 static int cmd_add(struct server *srv, struct stats *st, const struct proto_request *req,
                    struct result *res, struct completion *later)
 {
@@ -329,17 +340,13 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
         return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
-    struct proto_slice rest = req->args, key;
+    struct proto_slice rest = req->args;
     uint64_t added = 0, pos = 0;
     int rc = SBF_OK;
-    bool more = true;
-    while (more && rc == SBF_OK) {
-        size_t n = 0;
-        while (n < COMMANDS_BATCH && (more = proto_next_key(req, &rest, &key)))
-            h[n++] = sbf_hash_key(key.ptr, key.len);
+    size_t n;
+    while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
         size_t k = 0;
-        if (n > 0)
-            rc = f->ops->add_batch(f->obj, h, n, &k);
+        rc = f->ops->add_batch(f->obj, h, n, &k);
         if (k > 0) /* a failed batch is journaled whole: replaying a few more keys is safe */
             pos = journal_keys(srv, f, h, n, NULL);
         added += k;
@@ -382,17 +389,13 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
         return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
-    struct proto_slice rest = req->args, key;
+    struct proto_slice rest = req->args;
     uint64_t removed = 0, pos = 0;
     int rc = SBF_OK;
-    bool more = true;
-    while (more && rc == SBF_OK) {
-        size_t n = 0;
-        while (n < COMMANDS_BATCH && (more = proto_next_key(req, &rest, &key)))
-            h[n++] = sbf_hash_key(key.ptr, key.len);
+    size_t n;
+    while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
         size_t k = 0;
-        if (n > 0)
-            rc = f->ops->remove_batch(f->obj, h, n, &k);
+        rc = f->ops->remove_batch(f->obj, h, n, &k);
         if (k > 0 && durable_on(srv)) {
             struct journal_record rec = {
                 .type = JOURNAL_DELETE, .name = jname(f), .hashes = h, .nhashes = n};
@@ -424,17 +427,12 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
         return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
-    struct proto_slice rest = req->args, key;
+    struct proto_slice rest = req->args;
     uint64_t added = 0, checked = 0, pos = 0;
     int rc = SBF_OK;
-    bool more = true;
+    size_t n;
     res->status = RESULT_BITS;
-    while (more && rc == SBF_OK) {
-        size_t n = 0;
-        while (n < COMMANDS_BATCH && (more = proto_next_key(req, &rest, &key)))
-            h[n++] = sbf_hash_key(key.ptr, key.len);
-        if (n == 0)
-            break;
+    while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
         bool *bits = result_add_bits(res, n);
         if (bits == NULL)
             break;
@@ -908,11 +906,9 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     bool bits[COMMANDS_BATCH];
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        struct proto_slice rest = reqs[i].args, key;
-        while (proto_next_key(&reqs[i], &rest, &key)) {
-            assert(total < COMMANDS_BATCH);
-            h[total++] = sbf_hash_key(key.ptr, key.len);
-        }
+        struct proto_slice rest = reqs[i].args;
+        total += hash_keys(&reqs[i], &rest, h + total, COMMANDS_BATCH - total);
+        assert(rest.len == 0 || total == COMMANDS_BATCH);
     }
     int rc = SBF_OK;
     if (cmd == PROTO_CMD_CHECK)
@@ -946,15 +942,13 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
         if (cmd != PROTO_CMD_CHECK)
             for (size_t j = 0; j < m; j++)
                 a += !bits[k + j];
-        result_reset(res);
-        if (cmd == PROTO_CMD_ADD) {
-            res->status = RESULT_COUNT;
-            res->count = a;
-        } else {
-            res->status = RESULT_BITS;
-            bool *out = result_add_bits(res, m);
-            if (out != NULL)
-                memcpy(out, bits + k, m * sizeof *out);
+        /* A result on the stack that borrows bits: valid during each(), which is all
+         * each() may rely on; no reset, no copy per request. */
+        struct result one = {.status = RESULT_COUNT, .count = a};
+        if (cmd != PROTO_CMD_ADD) {
+            one.status = RESULT_BITS;
+            one.bits = bits + k;
+            one.nbits = m;
             checked += m;
         }
         if (cmd == PROTO_CMD_CHECK) {
@@ -968,7 +962,7 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
             filter_count_keys(f, m, a);
         }
         added += a;
-        each(ctx, i, res);
+        each(ctx, i, &one);
     }
     if (i < n) {
         /* Request i holds the failing key: its earlier keys were added, as in cmd_add. */

@@ -62,8 +62,9 @@ typedef void (*commands_each_fn)(void *ctx, size_t i, const struct result *res);
 /*
  * Executes n >= 1 consecutive requests of one run (at most COMMANDS_BATCH keys in all)
  * with a single lib batch call, so pipelined one-key requests overlap their cache misses
- * like one many-key request, and hands each request's result to each(ctx, i, res) in
- * order (res is scratch, reset between calls). Results and counters are exactly those of
+ * like one many-key request, and hands each request's result to each(ctx, i, r) in
+ * order (r is valid during the call only: res, used as scratch, or one on the stack that
+ * borrows the run's bits). Results and counters are exactly those of
  * n commands_execute() calls, also when the filter cannot grow part-way. The results are
  * given at once: do not merge runs when replies must wait for the journal
  * (durable_holds()).

@@ -34,9 +34,7 @@ struct jobs {
 static void *job_thread(void *arg)
 {
     struct jobs *q = arg;
-    /* Linux nice is per thread: on a busy machine clients go first, the disk waits. */
-    if (setpriority(PRIO_PROCESS, (id_t)gettid(), q->nice) != 0)
-        log_msg(LOG_DEBUG, "jobs: cannot lower the thread's priority: %s", strerror(errno));
+    bool niced = false;
     pthread_mutex_lock(&q->lock);
     for (;;) {
         while (q->head == NULL && !q->quit)
@@ -52,6 +50,15 @@ static void *job_thread(void *arg)
 
         j->run(j);
 
+        if (!niced) {
+            /* Linux nice is per thread: on a busy machine clients go first, the disk
+             * waits. Not for the first job, the start-up load (journal replay included):
+             * every client waits for that one, and an unprivileged thread cannot raise
+             * its priority back once lowered. */
+            niced = true;
+            if (setpriority(PRIO_PROCESS, (id_t)gettid(), q->nice) != 0)
+                log_msg(LOG_DEBUG, "jobs: cannot lower the thread's priority: %s", strerror(errno));
+        }
         pthread_mutex_lock(&q->lock);
         q->running = false;
         if (j->done != NULL) {

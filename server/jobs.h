@@ -22,9 +22,10 @@ struct job {
 struct jobs;
 
 /*
- * Starts the thread (at nice value `nice`) and watches its eventfd on base. While
- *mute is true, done() steps are skipped (the server is stopping: whoever waited for
- * them is gone). Returns the queue, or NULL (logged).
+ * Starts the thread and watches its eventfd on base. The first job runs at the
+ * process's priority (the start-up load: clients wait for it), the rest at nice value
+ * `nice`. While *mute is true, done() steps are skipped (the server is stopping: whoever
+ * waited for them is gone). Returns the queue, or NULL (logged).
  */
 struct jobs *jobs_start(struct event_base *base, int nice, const bool *mute);
 

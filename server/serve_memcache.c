@@ -1,9 +1,10 @@
 /*
  * serve_memcache.c - the memcached ASCII protocol's driver (proto/memcache.h): add is
  * CHECKADD (STORED if new), set is ADD, get is CHECK, batched per run of keys of one
- * filter; filters are created on first use from the config's templates, which is what
- * lets twemproxy or mcrouter shard bloomd unchanged: each shard makes its own part of a
- * filter the first time a key of it arrives.
+ * filter; pipelined add/set of one filter are merged into one lib batch, as serve_text
+ * merges one-key lines. Filters are created on first use from the config's templates,
+ * which is what lets twemproxy or mcrouter shard bloomd unchanged: each shard makes its
+ * own part of a filter the first time a key of it arrives.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include "proto/memcache.h"
 #include "server/commands.h"
 #include "server/conn.h"
+#include "server/durable.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "server/worker.h"
@@ -87,6 +89,62 @@ static void serve_one(struct conn *c, const struct mc_request *m)
     reply(c, m, res);
 }
 
+#define MC_RUN 64 /* pipelined add/set of one filter merged into one lib batch */
+
+/* A run of add/set requests: their parsed forms, to format each result. */
+struct mc_run {
+    struct conn *c;
+    struct mc_request m[MC_RUN];
+};
+
+static void reply_each(void *ctx, size_t i, const struct result *res)
+{
+    struct mc_run *run = ctx;
+    reply(run->c, &run->m[i], res);
+}
+
+/* True if m can start or join a run: an add/set to execute, now (no journal wait). */
+static bool runnable(const struct mc_request *m)
+{
+    return (m->cmd == MC_CMD_ADD || m->cmd == MC_CMD_SET) && m->exec && commands_runnable(&m->req);
+}
+
+/*
+ * Pipelined add/set of one filter as serve_text merges one-key lines: one lib batch for
+ * the run, so the keys' cache misses overlap. run->m[0] is parsed and admitted; parses
+ * more from buf[*off + used0..len) while they join. Returns the bytes consumed from *off.
+ */
+static size_t serve_run(struct conn *c, struct mc_run *run, const char *buf, size_t len,
+                        size_t used0, const struct mc_options *opt)
+{
+    struct worker *w = conn_worker(c);
+    struct server *srv = w->srv;
+    struct result *res = conn_result(c);
+    struct proto_request reqs[MC_RUN];
+    size_t n = 1, keys = run->m[0].req.nargs, used = used0;
+    reqs[0] = run->m[0].req;
+    while (n < MC_RUN && used < len) {
+        size_t next_used = 0;
+        struct mc_request *m = &run->m[n];
+        if (mc_parse(buf + used, len - used, opt, m, &next_used) != MC_OK || !runnable(m) ||
+            m->cmd != run->m[0].cmd || !commands_same_run(&reqs[0], &m->req) ||
+            keys + m->req.nargs > COMMANDS_BATCH)
+            break; /* parsed again by the caller's loop */
+        reqs[n++] = m->req;
+        keys += m->req.nargs;
+        used += next_used;
+    }
+    result_reset(res);
+    if (commands_autocreate(srv, &w->stats, reqs[0].name, res) != 0) {
+        reply(c, &run->m[0], res); /* res says why the filter could not be created */
+        conn_spend(c, used0, run->m[0].req.nargs);
+        return used0;
+    }
+    commands_execute_run(srv, &w->stats, reqs, n, res, reply_each, run);
+    conn_spend(c, used, keys);
+    return used;
+}
+
 static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
 {
     struct worker *w = conn_worker(c);
@@ -98,6 +156,9 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
         .max_data = cfg->max_line > 8192 ? cfg->max_line - 4096 : cfg->max_line / 2,
     };
     size_t off = 0;
+    bool holds = durable_holds(w->srv); /* replies wait for the journal: no merged runs */
+    struct mc_run run; /* not zeroed: 64 requests, each set by mc_parse before use */
+    run.c = c;
     while (off < len && conn_can_execute(c)) {
         struct mc_request m;
         size_t used = 0;
@@ -131,10 +192,15 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
             struct proto_buf *b = conn_reply_begin(c, &mark);
             proto_reply_error(b, "CLIENT_ERROR", MC_WHY_AUTH);
             conn_reply_end(c, b, mark);
-        } else if (m.cmd == MC_CMD_GET)
+        } else if (m.cmd == MC_CMD_GET) {
             serve_get(c, &m);
-        else
+        } else if (!holds && runnable(&m)) {
+            run.m[0] = m;
+            off += serve_run(c, &run, buf + off, len - off, used, &opt);
+            continue;
+        } else {
             serve_one(c, &m);
+        }
         conn_spend(c, used, m.req.nargs);
         off += used;
     }

@@ -39,7 +39,7 @@ static void check_token(struct proto_slice t)
 /* The keys of one request or run: each inside, prefixed by "<name>:" when key_skip > 0. */
 static size_t check_keys(const struct proto_request *r, const char *lo, const char *hi)
 {
-    struct proto_slice rest = r->args, tok, key;
+    struct proto_slice rest = r->args, tok;
     size_t n = 0;
     CHECK(inside(r->args, lo, hi));
     while (proto_next_arg(&rest, &tok)) {
@@ -55,9 +55,12 @@ static size_t check_keys(const struct proto_request *r, const char *lo, const ch
     }
     rest = r->args;
     size_t m = 0;
-    while (proto_next_key(r, &rest, &key)) {
-        CHECK(key.len >= 1);
-        m++;
+    struct proto_slice keys[3];
+    size_t got;
+    while ((got = proto_next_keys(r, &rest, keys, 3)) > 0) {
+        for (size_t i = 0; i < got; i++)
+            CHECK(keys[i].len >= 1);
+        m += got;
     }
     CHECK(m == n && n == r->nargs);
     return n;

@@ -50,6 +50,7 @@ static void check_request(const struct proto_request *req, const char *lo, const
         return;
     case PROTO_CMD_STATS:
     case PROTO_CMD_VERSION:
+    case PROTO_CMD_HELP:
     case PROTO_CMD_QUIT:
         CHECK(req->name.len == 0 && req->nargs == 0);
         return;

@@ -184,6 +184,40 @@ def test_raw_framing_errors_and_resync(daemon_factory):
         r.close()
 
 
+def test_pipelined_adds_merge_into_runs_in_order(daemon_factory):
+    """One write of many add/set requests: the server merges those of one filter into one
+    batch; every reply must still be the one of that request, in order (a key repeated
+    inside a run is NOT_STORED, noreply stays silent, a bad chunk ends a run). Sent whole,
+    then (on fresh filters) 7 bytes at a time, so runs also end where a read ends."""
+    _, port = mc_daemon(daemon_factory)
+    r = Raw(port)
+
+    def script(f, g, d):
+        reqs = [b"add %s:a 0 0 1\r\nx\r\n" % f, b"add %s:b 0 0 1\r\nx\r\n" % f,
+                b"add %s:a 0 0 1\r\nx\r\n" % f, b"set %s:c 0 0 1\r\nx\r\n" % f,
+                b"add %s:c 0 0 1\r\nx\r\n" % f, b"add %s:d 0 0 1 noreply\r\nx\r\n" % f,
+                b"add %s:d 0 0 1\r\nx\r\n" % f, b"add %s:a 0 0 1\r\nx\r\n" % g,
+                b"add %s:e 0 0 2\r\nabc\r\n" % f, b"add %s 0 0 1\r\nx\r\n" % d,
+                b"add %s 0 0 1\r\nx\r\n" % d, b"get %s:a %s:e %s:a\r\n" % (f, f, g)]
+        want = [b"STORED", b"STORED", b"NOT_STORED", b"STORED", b"NOT_STORED",
+                b"NOT_STORED", b"STORED", b"CLIENT_ERROR bad data chunk", b"ERROR",
+                b"STORED", b"NOT_STORED", b"VALUE %s:a 0 1" % f, b"1",
+                b"VALUE %s:a 0 1" % g, b"1", b"END"]
+        return b"".join(reqs), want
+
+    try:
+        data, want = script(b"f", b"g", b"a")
+        r.send(data)
+        assert [r.line() for _ in want] == want
+        data, want = script(b"p", b"q", b"z")
+        for i in range(0, len(data), 7):
+            r.send(data[i:i + 7])
+            time.sleep(0.001)
+        assert [r.line() for _ in want] == want
+    finally:
+        r.close()
+
+
 # ---- three daemons behind nutcracker ----
 
 NUTCRACKER_CONF = """\

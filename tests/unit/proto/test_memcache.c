@@ -352,9 +352,9 @@ static void test_parse_fields(void **state)
     assert_int_equal(m.req.cmd, PROTO_CMD_ADD);
     assert_int_equal(m.data_len, 5);
     struct proto_slice rest = m.req.args, key;
-    assert_true(proto_next_key(&m.req, &rest, &key));
+    assert_int_equal(proto_next_keys(&m.req, &rest, &key, 1), 1);
     expect_slice(key, "k");
-    assert_false(proto_next_key(&m.req, &rest, &key));
+    assert_int_equal(proto_next_keys(&m.req, &rest, &key, 1), 0);
 
     in = "add k 0 0 1\r\nx\r\n";
     assert_int_equal(mc_parse(in, strlen(in), &o, &m, &used), MC_OK);
@@ -459,12 +459,13 @@ static void expect_groups(const char *line, const struct want_group *want, size_
         size_t nt = join_tokens(g.args, joined, sizeof(joined));
         assert_string_equal(joined, want[i].args);
         assert_int_equal(nt, g.nargs);
-        /* Keys through proto_next_key, as server/commands reads them. */
+        /* Keys through proto_next_keys, as server/commands reads them (one at a time
+         * here, so batch edges are crossed too). */
         struct proto_slice kr = g.args, key;
         char keys[1024];
         size_t used_k = 0, nk = 0;
         keys[0] = '\0';
-        while (proto_next_key(&g, &kr, &key)) {
+        while (proto_next_keys(&g, &kr, &key, 1) == 1) {
             if (nk++ > 0)
                 keys[used_k++] = ' ';
             memcpy(keys + used_k, key.ptr, key.len);

@@ -562,6 +562,52 @@ static void test_next_arg(void **state)
     assert_false(proto_next_arg(&empty, &arg));
 }
 
+/* proto_next_keys: keys of every length around the 8-byte scan step, runs of spaces, batch
+ * edges and key_skip, against proto_next_arg on the same line. */
+static void test_next_keys(void **state)
+{
+    (void)state;
+    char line[4096];
+    size_t len = 0, want = 0;
+    for (size_t k = 1; k <= 40; k++) {
+        for (size_t sp = 0; sp < 1 + k % 3; sp++)
+            line[len++] = ' ';
+        for (size_t i = 0; i < k; i++)
+            line[len++] = (char)('a' + (k + i) % 26);
+        want++;
+    }
+    for (size_t skip = 0; skip <= 3; skip++) {
+        for (size_t max = 1; max <= 7; max++) {
+            struct proto_request req = {.key_skip = skip};
+            struct proto_slice rest = {line, len}, ref = {line, len}, keys[7], arg;
+            size_t got = 0, n;
+            while ((n = proto_next_keys(&req, &rest, keys, max)) > 0) {
+                assert_true(n <= max);
+                for (size_t i = 0; i < n; i++) {
+                    assert_true(proto_next_arg(&ref, &arg));
+                    size_t s = skip < arg.len ? skip : arg.len;
+                    assert_ptr_equal(keys[i].ptr, arg.ptr + s);
+                    assert_int_equal(keys[i].len, arg.len - s);
+                }
+                got += n;
+            }
+            assert_int_equal(got, want);
+            assert_int_equal(rest.len, 0);
+            assert_false(proto_next_arg(&ref, &arg));
+        }
+    }
+    struct proto_request req = {0};
+    struct proto_slice empty = {NULL, 0}, key;
+    assert_int_equal(proto_next_keys(&req, &empty, &key, 1), 0);
+    /* One key that is all of args (the pipelined one-key request). */
+    struct proto_request one = {.args = {"f:key", 5}, .nargs = 1, .key_skip = 2};
+    struct proto_slice rest = one.args;
+    assert_int_equal(proto_next_keys(&one, &rest, &key, 4), 1);
+    expect_slice(key, "key");
+    assert_int_equal(rest.len, 0);
+    assert_int_equal(proto_next_keys(&one, &rest, &key, 4), 0);
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -786,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_parse_default_limit),
         cmocka_unit_test(test_parse_key_count),
         cmocka_unit_test(test_next_arg),
+        cmocka_unit_test(test_next_keys),
         cmocka_unit_test(test_strerror),
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_format_lines),
