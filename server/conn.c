@@ -612,7 +612,8 @@ static int flush_out(struct conn *c)
 /* Bytes c holds now: itself, its buffers' capacities, held replies, parked requests. */
 static size_t holding(const struct conn *c)
 {
-    size_t n = sizeof *c + c->in_cap + c->out.cap + c->held + c->nparked * sizeof(struct parked);
+    size_t n = sizeof *c + c->in_cap + c->out.cap + c->held + c->nparked * sizeof(struct parked) +
+               c->io->ops->held(c->io);
     return c->spare != NULL ? n + sizeof *c->spare : n;
 }
 

@@ -71,6 +71,12 @@ static void plain_shutdown(struct conn_io *io)
     shutdown(((struct plain_io *)io)->fd, SHUT_WR);
 }
 
+static size_t plain_held(const struct conn_io *io)
+{
+    (void)io;
+    return sizeof(struct plain_io); /* the kernel holds the socket's buffers */
+}
+
 static void plain_close(struct conn_io *io)
 {
     struct plain_io *p = (struct plain_io *)io;
@@ -86,6 +92,7 @@ static const struct conn_io_ops plain_ops = {
     .watch = plain_watch,
     .unwatch = plain_unwatch,
     .shutdown = plain_shutdown,
+    .held = plain_held,
     .close = plain_close,
 };
 

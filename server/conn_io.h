@@ -40,6 +40,9 @@ struct conn_io_ops {
     void (*unwatch)(struct conn_io *io, enum conn_io_dir dir);
     /* No more writes: the peer sees the end once what was written has left. */
     void (*shutdown)(struct conn_io *io);
+    /* Bytes the transport holds for this connection beyond what it reported (its own
+     * buffers, a TLS session), for the memory budget. */
+    size_t (*held)(const struct conn_io *io);
     /* Closes and frees io; no callback comes after. What was written still leaves if the
      * transport holds it (TLS sends its buffer and close_notify, for a few seconds). */
     void (*close)(struct conn_io *io);

@@ -252,6 +252,16 @@ static void tls_shutdown(struct conn_io *io)
     advance_bye(t);
 }
 
+/* What an OpenSSL server session holds beside our buffers (its record buffers). */
+#define TLS_SESSION_BYTES (40 * 1024)
+
+static size_t tls_held(const struct conn_io *io)
+{
+    const struct conn_tls *t = (const struct conn_tls *)io;
+    return sizeof *t + TLS_SESSION_BYTES + evbuffer_get_length(bufferevent_get_input(t->bev)) +
+           evbuffer_get_length(bufferevent_get_output(t->bev));
+}
+
 static void tls_close(struct conn_io *io)
 {
     struct conn_tls *t = (struct conn_tls *)io;
@@ -280,6 +290,7 @@ static const struct conn_io_ops tls_ops = {
     .watch = tls_watch,
     .unwatch = tls_unwatch,
     .shutdown = tls_shutdown,
+    .held = tls_held,
     .close = tls_close,
 };
 

@@ -295,3 +295,28 @@ def test_idle_timeout_over_tls(daemon_factory, ca):
     idle.close()
     busy.close()
     assert "idle for 1 s" in d.log()
+
+
+def test_tls_sessions_count_in_the_memory_budget(daemon_factory, ca):
+    """A TLS client's session and transport buffers are part of memory_connections."""
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    plain = d.client()
+    plain.stats()  # the asking client's own reply buffer, kept from here on
+    before = int(plain.stats()["memory_connections"])
+    clients = [TLSClient(port, context(ca)) for _ in range(20)]
+    for c in clients:
+        assert c.cmd("VERSION").startswith("VERSION ")
+    during = int(plain.stats()["memory_connections"])
+    for c in clients:
+        c.close()
+    deadline = time.monotonic() + 10
+    after = during
+    while time.monotonic() < deadline:
+        after = int(plain.stats()["memory_connections"])
+        if after <= before:
+            break
+        time.sleep(0.05)
+    # Each session is charged at least its OpenSSL share (40 KiB), and all of it comes back.
+    assert during - before >= 20 * 40 * 1024, (before, during)
+    assert after <= before, (before, during, after)
+    assert d.alive()
