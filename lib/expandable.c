@@ -1248,16 +1248,16 @@ void exp_recount(struct expandable *f)
 
 /*
  * A copy beside the writer reads the shape (state) at its start and then each block of
- * that shape, and the stash. Invariant: no split between the read of the shape and the
- * copy of the stash, and the stash is copied before any block. After a split the writer
- * drains the stash into blocks of the new shape, which may lie outside the one read (the
- * children of the cell at the cursor), and a drain moves entries into blocks the copy may
- * have passed: an entry moved so before its stash copy would be in neither. Entries that
- * move out of the stash after its copy are in it; a split keeps the old block's entries
- * and the writer makes no cuckoo step (kick) while encoding is raised. So: wait out a
- * split or a move that started before the writer saw encoding, read items (every key it
- * counts is then in the blocks or the stash), the shape and the stash, and read them again
- * until the epoch stayed put.
+ * that shape, and the stash. Invariant: no split and no drain step between the read of
+ * the shape and the end of the stash copy (epoch and moves unchanged and even), and the
+ * stash is copied before any block. After a split the writer drains the stash into blocks
+ * of the new shape, which may lie outside the one read (the children of the cell at the
+ * cursor); a drain step takes an entry out of the stash before it writes it into a block,
+ * so a stash copy inside that gap and a block copy before the write both miss it. An
+ * entry that leaves the stash after its copy is in it; a split keeps the old block's
+ * entries, and the writer makes no cuckoo step (kick) while encoding is raised. So: read
+ * items (every key it counts is then in the blocks or the stash), the shape and the stash
+ * with no split or move running, and again until epoch and moves stayed put.
  */
 bool exp_copy_start(const struct expandable *f, struct exp_start *s)
 {
@@ -1278,7 +1278,7 @@ bool exp_copy_start(const struct expandable *f, struct exp_start *s)
         }
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&f->stash_seq, memory_order_relaxed) == s1 &&
-            atomic_load(&f->epoch) == e0)
+            atomic_load(&f->epoch) == e0 && atomic_load(&f->moves) == m0)
             return true;
     }
     return false;
