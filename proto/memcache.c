@@ -172,6 +172,24 @@ static bool valid_exptime(struct proto_slice s)
 }
 
 /*
+ * The set that authenticates: its block buf[line_len..line_len+bytes) is "<username>
+ * <password>"; any key and any username. No space: an empty password, which fails.
+ */
+static int parse_auth(const char *buf, size_t line_len, size_t bytes, struct mc_request *m)
+{
+    const char *data = buf + line_len;
+    if (data[bytes] != '\r' || data[bytes + 1] != '\n')
+        return fail_plain(m, MC_ERR_DATA, "bad data chunk");
+    const char *sp = memchr(data, ' ', bytes);
+    const char *pass = sp != NULL ? sp + 1 : data + bytes;
+    m->cmd = MC_CMD_AUTH;
+    m->req.cmd = PROTO_CMD_AUTH;
+    m->req.args = (struct proto_slice){pass, (size_t)(data + bytes - pass)};
+    m->req.nargs = 1;
+    return MC_OK;
+}
+
+/*
  * A storage command: the line is buf[0..line_len), its tokens after the command in rest.
  * Once the data block's length is known, every outcome (even an error in the key)
  * consumes the line and the block, as memcached swallows it, so the stream stays in step.
@@ -213,6 +231,8 @@ static int parse_storage(const struct mc_entry *e, struct proto_slice rest, size
         return MC_MORE;
     }
     *consumed = total;
+    if (o->auth && e->cmd == MC_CMD_SET)
+        return parse_auth(buf, line_len, (size_t)bytes, m);
 
     struct proto_slice name;
     size_t skip;
@@ -308,7 +328,7 @@ static int parse_line(struct proto_slice rest, const char *buf, size_t len, size
 int mc_parse(const char *buf, size_t len, const struct mc_options *opt, struct mc_request *m,
              size_t *consumed)
 {
-    static const struct mc_options defaults = {{NULL, 0}, 0, 0};
+    static const struct mc_options defaults = {{NULL, 0}, 0, 0, false};
     const struct mc_options *o = opt != NULL ? opt : &defaults;
     size_t max_line = o->max_line > 0 ? o->max_line : MC_DEFAULT_MAX_LINE;
     memset(m, 0, sizeof(*m));
@@ -589,6 +609,10 @@ void mc_format_result(struct proto_buf *b, const struct mc_request *m, const str
         mc_get_end(b, &g);
         return;
     }
+    if (m->cmd == MC_CMD_AUTH && r->status == RESULT_CLIENT_ERROR) {
+        proto_reply_error(b, "CLIENT_ERROR", MC_WHY_AUTH_FAILED);
+        return;
+    }
     if (format_error(b, r))
         return;
     switch (m->cmd) {
@@ -599,6 +623,7 @@ void mc_format_result(struct proto_buf *b, const struct mc_request *m, const str
             proto_reply_error(b, "SERVER_ERROR", "unexpected result");
         return;
     case MC_CMD_SET:
+    case MC_CMD_AUTH:
         reply_stored(b, true);
         return;
     case MC_CMD_VERSION:

@@ -19,6 +19,13 @@
  *   then skip `used` bytes. Slices (and so the VALUE lines of a get, which echo the keys)
  *   point into buf: format before the input buffer is compacted.
  *
+ * Authentication (memcached 1.5.15's ASCII convention, opt->auth set): the first request
+ * must be `set <any key> <flags> <exptime> <bytes>\r\n<username> <password>\r\n`. It
+ * parses as MC_CMD_AUTH, req an AUTH whose args are the password (the key and the username
+ * are not looked at); mc_format_result() answers STORED or CLIENT_ERROR
+ * MC_WHY_AUTH_FAILED. The server refuses every other request with CLIENT_ERROR
+ * MC_WHY_UNAUTHENTICATED until one succeeds.
+ *
  * noreply: the formatters append nothing for a request with m.noreply, errors included
  * (memcached's rule: a noreply client never reads, so a stray error would shift replies).
  */
@@ -41,6 +48,7 @@ struct mc_options {
     struct proto_slice default_filter; /* filter of keys without ':'; len 0: refuse them */
     size_t max_line; /* command line bytes, terminator included; 0: MC_DEFAULT_MAX_LINE */
     size_t max_data; /* largest data block of a storage command; 0: MC_DEFAULT_MAX_DATA */
+    bool auth;       /* not authenticated yet: a set is an authentication (MC_CMD_AUTH) */
 };
 
 enum mc_cmd {
@@ -53,6 +61,7 @@ enum mc_cmd {
     MC_CMD_FLUSH_ALL, /* req is a CLEAR with no name: every filter. Refuse unless enabled */
     MC_CMD_VERBOSITY, /* nothing to execute: OK */
     MC_CMD_NOOP,      /* mn, the meta no-op: nothing to execute: MN */
+    MC_CMD_AUTH,      /* a set while opt->auth: req is an AUTH of the password (see below) */
 };
 
 enum mc_status {
@@ -162,6 +171,10 @@ struct mc_stat_name {
 
 extern const struct mc_stat_name mc_stat_names[];
 extern const size_t mc_stat_names_count;
+
+/* memcached's words for a failed authentication and for a request before one. */
+#define MC_WHY_AUTH_FAILED "authentication failure"
+#define MC_WHY_UNAUTHENTICATED "unauthenticated"
 
 /* The reason given for a refused flush_all, for a server that has it disabled. */
 #define MC_WHY_FLUSH_DISABLED "flush_all is disabled: it would clear every filter"

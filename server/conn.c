@@ -5,7 +5,9 @@
  * backpressure) is copied into the connection's own buffer, so idle clients hold no
  * input memory. Replies accumulate in one proto_buf per connection and are written once
  * per read batch. When more than max_output reply bytes are unsent we stop parsing and
- * reading that client until the socket drains.
+ * reading that client until the socket drains. Bytes move through the connection's
+ * transport (server/conn_io.h: plain TCP, or TLS in conn_tls.c), which behaves as a
+ * non-blocking socket, so nothing here knows about TLS.
  *
  * Parked requests: a command that answers later gets a struct parked (its completion).
  * Requests after it keep executing (so writes behind a held write join the same group
@@ -40,12 +42,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "server/auth.h"
 #include "server/budget.h"
 #include "server/commands.h"
+#include "server/conn_io.h"
 #include "server/fair.h"
 #include "server/log.h"
 #include "server/netaddr.h"
@@ -89,10 +91,8 @@ struct conn {
     struct worker *w;
     const struct conn_proto *proto;
     struct conn *prev, *next; /* w->conns */
-    int fd;
-    struct event *ev_read;  /* EV_READ|EV_PERSIST, with the idle timeout */
-    struct event *ev_write; /* EV_WRITE|EV_PERSIST, added while output is unsent */
-    char *in;               /* unparsed input that outlived a read; NULL when none */
+    struct conn_io *io;       /* the transport: plain TCP or TLS (conn_io.h) */
+    char *in;                 /* unparsed input that outlived a read; NULL when none */
     size_t in_len, in_cap;
     struct proto_buf out; /* replies; out.data[out_sent..out.len) not yet written */
     size_t out_sent;
@@ -102,8 +102,8 @@ struct conn {
     struct parked *spare;      /* the completion offered to the next command; NULL until needed */
     size_t skip;               /* input bytes to discard before parsing resumes */
     struct result res;         /* scratch result, reused by every request */
-    bool reading;              /* ev_read is added */
-    bool writing;              /* ev_write is added */
+    bool reading;              /* io is watched for reading, with the idle timeout */
+    bool writing;              /* io is watched for writing, while output is unsent */
     bool eof;                  /* the peer sent everything it will send */
     bool closing;              /* no more requests: close once the output is written */
     bool lingering;            /* write side shut: discarding input until EOF or timeout */
@@ -121,8 +121,8 @@ struct conn {
     size_t charged;            /* bytes counted for it in the server's budget */
 };
 
-static void on_read(evutil_socket_t fd, short what, void *arg);
-static void on_write(evutil_socket_t fd, short what, void *arg);
+static void on_read(void *arg, bool timed_out);
+static void on_write(void *arg, bool timed_out);
 static void pump(struct conn *c);
 static void on_turn(struct fair_link *l);
 
@@ -202,11 +202,9 @@ static void conn_free(struct conn *c)
     if (c->fair.queued)
         fair_remove(&w->fair, &c->fair);
     budget_release(&w->srv->budget, BUDGET_CONNECTIONS, c->charged);
-    event_free(c->ev_read);
-    event_free(c->ev_write);
     if (c->ev_auth != NULL)
         event_free(c->ev_auth);
-    close(c->fd);
+    c->io->ops->close(c->io);
     free(c->in);
     proto_buf_free(&c->out);
     while (c->parked != NULL) { /* only at shutdown: completions are never called then */
@@ -230,9 +228,9 @@ static void conn_close(struct conn *c)
         if (c->fair.queued)
             fair_remove(&c->w->fair, &c->fair);
         if (c->reading)
-            event_del(c->ev_read);
+            c->io->ops->unwatch(c->io, CONN_IO_READ);
         if (c->writing)
-            event_del(c->ev_write);
+            c->io->ops->unwatch(c->io, CONN_IO_WRITE);
         c->reading = c->writing = false;
         return;
     }
@@ -290,33 +288,45 @@ static void park(struct conn *c)
 }
 
 /*
- * Adds or removes ev. Adding again an event that is on only updates its timeout (a heap
- * operation, no system call), so a closing client gets the shorter close deadline.
+ * Starts or stops watching one direction of c->io. Watching again a direction that is on
+ * only restarts its timeout (cheap), so a closing client gets the shorter close deadline.
  */
-static void set_event(struct event *ev, bool *on, bool want, unsigned timeout)
+static void set_event(struct conn *c, enum conn_io_dir dir, bool *on, bool want, unsigned timeout)
 {
-    if (want && (!*on || timeout > 0)) {
-        struct timeval tv = {.tv_sec = timeout, .tv_usec = 0};
-        event_add(ev, timeout > 0 ? &tv : NULL);
-    } else if (!want && *on) {
-        event_del(ev);
-    }
+    if (want && (!*on || timeout > 0))
+        c->io->ops->watch(c->io, dir, timeout);
+    else if (!want && *on)
+        c->io->ops->unwatch(c->io, dir);
     *on = want;
 }
 
 int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
                const struct sockaddr *peer, socklen_t peerlen)
 {
+    struct conn_io *io = conn_io_plain_new(w->base, fd);
+    if (io == NULL) {
+        log_msg(LOG_ERROR, "accept: out of memory for a new connection");
+        close(fd);
+        return -1;
+    }
+    return conn_start_io(w, proto, io, peer, peerlen);
+}
+
+int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
+                  const struct sockaddr *peer, socklen_t peerlen)
+{
     struct conn *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        goto error;
+    if (c == NULL) {
+        log_msg(LOG_ERROR, "accept: out of memory for a new connection");
+        io->ops->close(io);
+        return -1;
+    }
     c->w = w;
     c->proto = proto;
-    c->fd = fd;
-    c->ev_read = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
-    c->ev_write = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
-    if (c->ev_read == NULL || c->ev_write == NULL)
-        goto error;
+    c->io = io;
+    io->on_read = on_read;
+    io->on_write = on_write;
+    io->arg = c;
     result_init(&c->res);
     c->fair.turn = on_turn;
     c->charged = sizeof *c;
@@ -329,20 +339,9 @@ int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
     w->conns = c;
     w->stats.conn_current++;
     w->stats.conn_total++;
-    set_event(c->ev_read, &c->reading, true, w->srv->cfg.idle_timeout);
+    set_event(c, CONN_IO_READ, &c->reading, true, w->srv->cfg.idle_timeout);
     log_msg(LOG_DEBUG, "connection from %s", c->peer);
     return 0;
-error:
-    log_msg(LOG_ERROR, "accept: out of memory for a new connection");
-    if (c != NULL) {
-        if (c->ev_read != NULL)
-            event_free(c->ev_read);
-        if (c->ev_write != NULL)
-            event_free(c->ev_write);
-        free(c);
-    }
-    close(fd);
-    return -1;
 }
 
 /* ---- the driver API ---- */
@@ -401,7 +400,7 @@ static void set_backlog(struct conn *c, bool on)
         fair_remove(&c->w->fair, &c->fair);
 }
 
-static void read_turn(struct conn *c, evutil_socket_t fd, short what);
+static void read_turn(struct conn *c, bool timed_out);
 
 /*
  * The backlog round's turn for c (the round decided that it runs now): the read it was
@@ -418,8 +417,8 @@ static void on_turn(struct fair_link *l)
     }
     /* Reading goes on again unless this turn leaves input for the next one (pump). */
     c->read_wait = false;
-    set_event(c->ev_read, &c->reading, true, c->w->srv->cfg.idle_timeout);
-    read_turn(c, c->fd, EV_READ);
+    set_event(c, CONN_IO_READ, &c->reading, true, c->w->srv->cfg.idle_timeout);
+    read_turn(c, false);
 }
 
 void conn_spend(struct conn *c, size_t bytes, size_t keys)
@@ -439,6 +438,11 @@ bool conn_admit(const struct conn *c, enum proto_cmd cmd)
         return true;
     return cmd == PROTO_CMD_AUTH || cmd == PROTO_CMD_HELP || cmd == PROTO_CMD_VERSION ||
            cmd == PROTO_CMD_QUIT;
+}
+
+bool conn_needs_auth(const struct conn *c)
+{
+    return c->auth != CONN_AUTH_OFF && c->auth != CONN_AUTH_OK;
 }
 
 /* The failed AUTH's delay is over: its reply goes out and parsing resumes. May free c. */
@@ -511,6 +515,8 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
         result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
         return &c->res;
     }
+    if (ctx_len > 0) /* for format_parked, if it parks (a failed AUTH does) */
+        memcpy(p->ctx, ctx, ctx_len < CONN_CTX_MAX ? ctx_len : CONN_CTX_MAX);
     if (req->cmd == PROTO_CMD_AUTH)
         return auth_execute(c, req);
     /* done() is never called before commands_execute returns, so parking after is safe. */
@@ -519,8 +525,6 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
             c->closing = true;
         return &c->res;
     }
-    if (ctx_len > 0)
-        memcpy(p->ctx, ctx, ctx_len < CONN_CTX_MAX ? ctx_len : CONN_CTX_MAX);
     park(c);
     return NULL;
 }
@@ -583,12 +587,10 @@ static bool reserve_in(struct conn *c, size_t more)
 static int flush_out(struct conn *c)
 {
     while (c->out.len > c->out_sent) {
-        ssize_t n = write(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent);
+        ssize_t n = c->io->ops->write(c->io, c->out.data + c->out_sent, c->out.len - c->out_sent);
+        if (n == CONN_IO_AGAIN)
+            return 0;
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 0;
             log_msg(LOG_DEBUG, "write to %s: %s", c->peer, strerror(errno));
             return -1;
         }
@@ -638,7 +640,7 @@ static void shed_one(struct conn *v)
     proto_buf_free(&v->out);
     memset(&v->out, 0, sizeof v->out);
     v->out_sent = 0;
-    if (write(v->fd, CONN_SHED_REPLY, sizeof CONN_SHED_REPLY - 1) < 0)
+    if (v->io->ops->write(v->io, CONN_SHED_REPLY, sizeof CONN_SHED_REPLY - 1) == -1)
         log_msg(LOG_DEBUG, "write to %s: %s", v->peer, strerror(errno));
     v->closing = v->eof = true;
     account(v);
@@ -712,12 +714,12 @@ static void pump(struct conn *c)
          * Half-close and keep reading (discarding) until the peer closes: closing with
          * unread input would send a reset that can destroy our last reply in flight.
          */
-        shutdown(c->fd, SHUT_WR);
+        c->io->ops->shutdown(c->io);
         c->lingering = true;
         free(c->in);
         c->in = NULL;
         c->in_len = c->in_cap = 0;
-        set_event(c->ev_read, &c->reading, false, 0);
+        set_event(c, CONN_IO_READ, &c->reading, false, 0);
     }
     bool room = unsent(c) <= cfg->max_output && c->nparked < CONN_MAX_PARKED &&
                 c->auth != CONN_AUTH_FAILING;
@@ -726,8 +728,8 @@ static void pump(struct conn *c)
     unsigned idle = cfg->idle_timeout;
     /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
     unsigned read_timeout = c->lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
-    set_event(c->ev_write, &c->writing, want_write, c->closing ? CONN_CLOSE_SECONDS : idle);
-    set_event(c->ev_read, &c->reading, want_read, read_timeout);
+    set_event(c, CONN_IO_WRITE, &c->writing, want_write, c->closing ? CONN_CLOSE_SECONDS : idle);
+    set_event(c, CONN_IO_READ, &c->reading, want_read, read_timeout);
     set_backlog(c, backlog);
     account(c);
     if (budget_over(&c->w->srv->budget))
@@ -735,19 +737,19 @@ static void pump(struct conn *c)
 }
 
 /* A read event of c: reads once and executes a quantum. May free c. */
-static void read_turn(struct conn *c, evutil_socket_t fd, short what)
+static void read_turn(struct conn *c, bool timed_out)
 {
     struct worker *w = c->w;
     const struct config *cfg = &w->srv->cfg;
-    if (what & EV_TIMEOUT) {
+    if (timed_out) {
         if (!c->lingering)
             log_msg(LOG_INFO, "client %s idle for %u s, closing", c->peer, cfg->idle_timeout);
         conn_close(c);
         return;
     }
     if (c->lingering) {
-        ssize_t n = read(fd, w->rbuf, WORKER_RBUF);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        ssize_t n = c->io->ops->read(c->io, w->rbuf, WORKER_RBUF);
+        if (n == 0 || n == -1)
             conn_close(c);
         return;
     }
@@ -774,10 +776,10 @@ static void read_turn(struct conn *c, evutil_socket_t fd, short what)
         dst = c->in + c->in_len;
         room = c->in_cap - c->in_len;
     }
-    ssize_t n = read(fd, dst, room);
+    ssize_t n = c->io->ops->read(c->io, dst, room);
+    if (n == CONN_IO_AGAIN)
+        return;
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-            return;
         log_msg(LOG_DEBUG, "read from %s: %s", c->peer, strerror(errno));
         conn_close(c);
         return;
@@ -825,29 +827,28 @@ static void read_turn(struct conn *c, evutil_socket_t fd, short what)
     pump(c);
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+static void on_read(void *arg, bool timed_out)
 {
     struct conn *c = arg;
     struct fair *q = &c->w->fair;
     uint64_t t0 = fair_enter(q);
-    if (c->heavy && !c->lingering && !(what & EV_TIMEOUT)) {
+    if (c->heavy && !c->lingering && !timed_out) {
         c->read_wait = true; /* read in the backlog's turn: the round bounds heavy work */
-        set_event(c->ev_read, &c->reading, false, 0);
+        set_event(c, CONN_IO_READ, &c->reading, false, 0);
         set_backlog(c, true);
     } else {
         turn_begin(c);
-        read_turn(c, fd, what);
+        read_turn(c, timed_out);
     }
     fair_exit(q, t0);
 }
 
-static void on_write(evutil_socket_t fd, short what, void *arg)
+static void on_write(void *arg, bool timed_out)
 {
-    (void)fd;
     struct conn *c = arg;
     struct fair *q = &c->w->fair;
     uint64_t t0 = fair_enter(q);
-    if (what & EV_TIMEOUT) {
+    if (timed_out) {
         log_msg(LOG_INFO, "client %s has not read its replies, closing", c->peer);
         conn_close(c);
     } else {

@@ -17,6 +17,7 @@
 
 struct worker;
 struct conn;
+struct conn_io;
 
 /*
  * A wire protocol as the connection layer drives it. serve() parses and executes the
@@ -63,6 +64,9 @@ void conn_spend(struct conn *c, size_t bytes, size_t keys);
 bool conn_admit(const struct conn *c, enum proto_cmd cmd);
 #define CONN_WHY_AUTH "authentication required"
 
+/* True while a token is configured and c has not authenticated (memcached's driver). */
+bool conn_needs_auth(const struct conn *c);
+
 /*
  * The buffer the next reply goes to (the output, or behind a parked request). Append with
  * the proto/ formatters between conn_reply_begin() and conn_reply_end().
@@ -91,10 +95,17 @@ void conn_skip(struct conn *c, size_t n);
 
 /*
  * Takes over the connected, non-blocking socket fd and starts serving it with proto on
- * worker w. On failure (logged) fd is closed. Returns 0 or -1.
+ * worker w, over plain TCP. On failure (logged) fd is closed. Returns 0 or -1.
  */
 int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
                const struct sockaddr *peer, socklen_t peerlen);
+
+/*
+ * Likewise over the transport io (server/conn_io.h; TLS), which it takes over: the
+ * connection sets io's callbacks and closes io when it ends, or at once on failure (logged).
+ */
+int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
+                  const struct sockaddr *peer, socklen_t peerlen);
 
 /* Closes every connection of w at once (shutdown); parked requests are dropped. */
 void conn_close_all(struct worker *w);

@@ -125,8 +125,8 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     log_msg(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     notify_stopping();
     close_listeners(srv->worker);
-    tls_close_all(srv->tls);
-    conn_close_all(srv->worker);
+    conn_close_all(srv->worker); /* a TLS connection's last bytes wait on srv->tls: ... */
+    tls_close_all(srv->tls);     /* ... dropped here, with the unfinished handshakes */
     /* Write the last snapshot while the loop still answers /readyz with 503. */
     if (drain(srv) != 0)
         event_base_loopexit(srv->worker->base, NULL);
@@ -299,10 +299,11 @@ void server_destroy(struct server *srv)
         if (srv->signals[i] != NULL)
             event_free(srv->signals[i]);
     }
-    tls_free(srv->tls); /* before the loop it runs on */
+    if (srv->worker != NULL)
+        conn_close_all(srv->worker);
+    tls_free(srv->tls); /* after the connections (their last bytes), before the loop */
     srv->tls = NULL;
     if (srv->worker != NULL) {
-        conn_close_all(srv->worker);
         worker_destroy(srv->worker);
         free(srv->worker);
     }

@@ -4,7 +4,10 @@
  * filter; pipelined add/set of one filter are merged into one lib batch, as serve_text
  * merges one-key lines. Filters are created on first use from the config's templates,
  * which is what lets twemproxy or mcrouter shard bloomd unchanged: each shard makes its
- * own part of a filter the first time a key of it arrives.
+ * own part of a filter the first time a key of it arrives. With an auth_token, a
+ * connection first authenticates as memcached 1.5.15+ does (a set whose data is
+ * "<username> <token>"), through the connection's AUTH state: failures are delayed,
+ * counted and logged.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,10 +21,6 @@
 #include "server/server.h"
 #include "server/worker.h"
 
-#define MC_WHY_AUTH                                                                                \
-    CONN_WHY_AUTH ": this server has an auth_token and its memcached listener cannot AUTH; "       \
-                  "use the bloomd port"
-
 /* What format_parked needs to know of a parked add/set. */
 struct mc_ctx {
     enum mc_cmd cmd;
@@ -30,8 +29,9 @@ struct mc_ctx {
 
 static void format_parked(struct proto_buf *out, const void *ctx, const struct result *r)
 {
-    const struct mc_ctx *x = ctx;
-    struct mc_request m = {.cmd = x->cmd, .noreply = x->noreply};
+    struct mc_ctx x;
+    memcpy(&x, ctx, sizeof x); /* the connection keeps ctx as bytes, maybe unaligned */
+    struct mc_request m = {.cmd = x.cmd, .noreply = x.noreply};
     mc_format_result(out, &m, r);
 }
 
@@ -162,6 +162,7 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
     while (off < len && conn_can_execute(c)) {
         struct mc_request m;
         size_t used = 0;
+        opt.auth = conn_needs_auth(c); /* a set that authenticates changes it */
         int st = mc_parse(buf + off, len - off, &opt, &m, &used);
         if (st == MC_MORE)
             break;
@@ -186,12 +187,11 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
             }
             continue;
         }
-        if (!conn_admit(c, m.req.cmd)) {
-            /* memcached's ASCII auth is not offered here: no client we know of speaks it. */
-            size_t mark;
-            struct proto_buf *b = conn_reply_begin(c, &mark);
-            proto_reply_error(b, "CLIENT_ERROR", MC_WHY_AUTH);
-            conn_reply_end(c, b, mark);
+        if (opt.auth && m.cmd != MC_CMD_AUTH) {
+            struct result *res = conn_result(c);
+            result_reset(res);
+            result_set(res, RESULT_CLIENT_ERROR, MC_WHY_UNAUTHENTICATED);
+            reply(c, &m, res); /* nothing for noreply, as every error */
         } else if (m.cmd == MC_CMD_GET) {
             serve_get(c, &m);
         } else if (!holds && runnable(&m)) {

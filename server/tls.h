@@ -1,9 +1,7 @@
 /*
- * tls.h - the TLS listener's side of a connection. A TLS client is served through a
- * bridge: libevent's bufferevent_openssl owns the client's socket (handshake, records,
- * WANT_READ/WANT_WRITE, close_notify) and relays plaintext to one end of a socketpair;
- * conn.c serves the other end exactly as a plain TCP client, so the connection layer has
- * no TLS code at all. Loop thread only.
+ * tls.h - the TLS listener's context: certificates, protocol versions and ciphers, reloaded
+ * on SIGHUP. Accepted clients are handshaken and served by server/conn_tls.c, a
+ * connection's transport over libevent's bufferevent_openssl. Loop thread only.
  */
 #ifndef BLOOMD_SERVER_TLS_H
 #define BLOOMD_SERVER_TLS_H
@@ -30,12 +28,13 @@ int tls_reload(struct tls *t);
 
 /*
  * Takes over the accepted, non-blocking socket fd: handshakes, then serves it with proto
- * on w through conn_start(). On failure (logged) fd is closed. Returns 0 or -1.
+ * on w as a connection (conn_tls.h). On failure (logged) fd is closed. Returns 0 or -1.
  */
 int tls_accept(struct tls *t, struct worker *w, const struct conn_proto *proto, int fd,
                const struct sockaddr *peer, socklen_t peerlen);
 
-/* Drops every TLS client at once (shutdown); their conn ends see EOF. */
+/* Drops at once (shutdown) every TLS client no connection owns: those still handshaking
+ * and those sending their last bytes. Connections are closed by conn_close_all() first. */
 void tls_close_all(struct tls *t);
 
 /* Drops every client and frees t. tls_free(NULL) does nothing. */

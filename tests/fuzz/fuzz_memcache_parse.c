@@ -127,6 +127,11 @@ static void check_request(const struct mc_request *m, const char *lo, const char
         CHECK(bit != NULL);
         *bit = seed & 1;
         break;
+    case MC_CMD_AUTH:
+        CHECK(m->req.cmd == PROTO_CMD_AUTH && m->exec && inside(m->req.args, lo, hi));
+        result_reset(r);
+        result_set(r, seed & 1 ? RESULT_OK : RESULT_CLIENT_ERROR, seed & 1 ? NULL : "no");
+        break;
     case MC_CMD_GET:
         CHECK(m->req.cmd == PROTO_CMD_CHECK && m->req.nargs >= 1 && !m->noreply);
         check_get(m, lo, hi, out, r, seed);
@@ -160,7 +165,7 @@ static void check_error_reply(struct proto_buf *b, int rc, const struct mc_reque
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct mc_options opt = {{"default", 7}, 0, 0};
+    struct mc_options opt = {{"default", 7}, 0, 0, false};
     uint8_t mode = size > 0 ? data[0] : 0;
     if (mode & 1)
         opt.max_line = (size_t)(mode >> 3) + 1;
@@ -168,6 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         opt.max_data = (size_t)(mode >> 4);
     if (mode & 4)
         opt.default_filter.len = 0;
+    opt.auth = (mode & 0x80) != 0; /* not authenticated: a set parses as MC_CMD_AUTH */
     const char *buf = (const char *)data;
     struct proto_buf out = {0};
     struct result r;

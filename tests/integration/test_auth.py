@@ -2,7 +2,8 @@
 
 Each daemon gets its token from a file (--auth-token-file) or BLOOMD_AUTH_TOKEN, never a
 flag. Before a good AUTH only AUTH, HELP, VERSION and QUIT run; a failed AUTH is answered
-late (about 250 ms) and the fifth closes the connection.
+late (about 250 ms) and the fifth closes the connection. The memcached listener takes
+memcached's ASCII authentication (a set whose data is "<username> <token>") the same way.
 """
 import os
 import shutil
@@ -164,15 +165,79 @@ def test_auth_without_a_configured_token(bloomd):
         assert c.cmd("LIST") == "END"
 
 
-def test_memcached_listener_refused_with_a_token(daemon_factory, token_file):
+def memcache_daemon(daemon_factory, token_file, extra=()):
     port = free_port()
-    d = daemon_factory(["--auth-token-file", str(token_file), "--memcache-port", str(port)])
+    d = daemon_factory(["--auth-token-file", str(token_file), "--memcache-port", str(port),
+                        *extra])
     deadline = time.monotonic() + 10
     while "memcached protocol" not in d.log() and time.monotonic() < deadline:
         time.sleep(0.02)
-    with Client("127.0.0.1", port) as c:
-        r = c.cmd("get default:a")
-        assert r.startswith("CLIENT_ERROR authentication required"), r
+    return d, port
+
+
+def test_memcached_ascii_auth(daemon_factory, token_file):
+    """memcached 1.5.15's convention: `set <any key> ...` with "<user> <token>" as its data."""
+    pymemcache = pytest.importorskip("pymemcache", reason="python3-pymemcache is not installed")
+    from pymemcache.exceptions import MemcacheClientError
+    d, port = memcache_daemon(daemon_factory, token_file)
+    c = pymemcache.client.base.Client(("127.0.0.1", port), timeout=10, default_noreply=False)
+    for refused in (lambda: c.add("f:a", "1"), lambda: c.set("f:a", "1", noreply=True) and
+                    c.get("f:a"), lambda: c.version(), lambda: c.stats()):
+        with pytest.raises(MemcacheClientError, match="unauthenticated"):
+            refused()
+    start = time.monotonic()
+    with pytest.raises(MemcacheClientError, match="authentication failure"):
+        c.set("auth", "user wrong-token")
+    assert time.monotonic() - start >= 0.2  # a failure is answered late
+    with pytest.raises(MemcacheClientError, match="unauthenticated"):
+        c.add("f:a", "1")
+    assert c.set("auth", "anyone " + TOKEN) is True  # any user; the token has spaces
+    assert c.add("f:a", "1") is True
+    assert c.add("f:a", "1") is False
+    assert c.get("f:a") == b"1"
+    assert c.set("f:b", "1") is True  # after authentication a set is a set again
+    assert c.get("f:b") == b"1"
+    c.close()
+    # pymemcache's defaults (noreply sets), as an application would write it.
+    c = pymemcache.client.base.Client(("127.0.0.1", port), timeout=10)
+    c.set("auth", "app " + TOKEN)
+    assert c.add("f:c", "1", noreply=False) is True
+    assert c.get("f:c") == b"1"
+    c.close()
+    # Nothing ran before authentication: the refused add and set did not add f:a.
+    with authed(d) as b:
+        assert b.cmd("CHECK f a b c zz") == "1 1 1 0"
+    assert "AUTH failed" in d.log()
+
+
+def test_memcached_auth_raw(daemon_factory, token_file):
+    """The bytes on the wire, pipelined: a request before the set is refused, not run."""
+    d, port = memcache_daemon(daemon_factory, token_file)
+    tok = TOKEN.encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        data = b"u " + tok
+        s.sendall(b"add f:k 0 0 1\r\nx\r\nset k 0 0 %d\r\n%s\r\nadd f:k 0 0 1\r\nx\r\n"
+                  % (len(data), data))
+        want = b"CLIENT_ERROR unauthenticated\r\nSTORED\r\nSTORED\r\n"
+        got = b""
+        while len(got) < len(want):
+            chunk = s.recv(4096)
+            assert chunk, got
+            got += chunk
+        assert got == want
+
+
+def test_memcached_auth_failures_close(daemon_factory, token_file):
+    d, port = memcache_daemon(daemon_factory, token_file)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"set k 0 0 3\r\nu x\r\n" * 5)
+        got = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    assert got == b"CLIENT_ERROR authentication failure\r\n" * 5
 
 
 def _get(port, path, token=None):

@@ -233,3 +233,65 @@ def test_tls_with_auth(daemon_factory, ca, tmp_path):
     assert c.cmd("AUTH tlstoken") == "OK"
     assert c.cmd("LIST") == "END"
     c.close()
+
+
+def read_to_end(sock, timeout=20):
+    """Everything until the server closes (close_notify or a bare FIN both end it)."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                return data
+            data += chunk
+    except (ssl.SSLError, ConnectionResetError):
+        return data
+
+
+def test_half_close_still_gets_every_reply(daemon_factory, ca):
+    """The client sends a burst and ends its side (TCP FIN under TLS): every reply still
+    arrives, more than the transport buffers at once, then the server closes."""
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    c = TLSClient(port, context(ca))
+    assert c.cmd("CREATE t") == "CREATED"
+    keys = " ".join("k%d" % i for i in range(100))
+    n = 4000  # ~800 KB of replies
+    c.sock.sendall(("CHECKADD t " + keys + "\r\n").encode() * n)
+    socket.socket.shutdown(c.sock, socket.SHUT_WR)  # TCP only: the SSL object stays usable
+    lines = (c.buf + read_to_end(c.sock)).split(b"\r\n")
+    assert lines[-1] == b""
+    assert len(lines) - 1 == n
+    assert all(len(x.split()) == 100 for x in lines[:-1])
+    c.close()
+    assert d.alive()
+
+
+def test_quit_over_tls(daemon_factory, ca):
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    c = TLSClient(port, context(ca))
+    c.sock.sendall(b"VERSION\r\nQUIT\r\nVERSION\r\n")
+    data = read_to_end(c.sock)
+    assert data.startswith(b"VERSION ") and data.count(b"\r\n") == 1, data
+    c.close()
+    assert d.alive()
+
+
+def test_idle_timeout_over_tls(daemon_factory, ca):
+    crt, key = ca.issue("server")
+    port = free_port()
+    d = daemon_factory(["--tls-port", str(port), "--tls-cert-file", str(crt), "--tls-key-file",
+                        str(key), "--idle-timeout", "1"])
+    deadline = time.monotonic() + 10
+    while ":%d (bloomd" % port not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    idle = TLSClient(port, context(ca))
+    busy = TLSClient(port, context(ca))
+    for _ in range(6):
+        time.sleep(0.3)
+        assert busy.cmd("VERSION").startswith("VERSION ")
+    assert read_to_end(idle.sock, timeout=5) == b""
+    assert busy.cmd("VERSION").startswith("VERSION ")
+    idle.close()
+    busy.close()
+    assert "idle for 1 s" in d.log()

@@ -229,7 +229,7 @@ static size_t want_consumed(const struct mcase *c)
 
 static struct mc_options case_options(const struct mcase *c)
 {
-    struct mc_options o = {{"default", 7}, c->max_line, c->max_data};
+    struct mc_options o = {{"default", 7}, c->max_line, c->max_data, false};
     if (c->flags & F_NODEFAULT)
         o.default_filter.len = 0;
     return o;
@@ -344,7 +344,7 @@ static void test_parse_table(void **state)
 static void test_parse_fields(void **state)
 {
     (void)state;
-    struct mc_options o = {{"d", 1}, 0, 0};
+    struct mc_options o = {{"d", 1}, 0, 0, false};
     struct mc_request m;
     size_t used;
     const char *in = "set f:k 0 0 5\r\nhello\r\n";
@@ -384,7 +384,7 @@ static void test_parse_fields(void **state)
     in = "get f:k\r\n";
     assert_int_equal(mc_parse(in, strlen(in), NULL, &m, &used), MC_OK);
     /* An invalid default filter counts as none. */
-    struct mc_options bad = {{".x", 2}, 0, 0};
+    struct mc_options bad = {{".x", 2}, 0, 0, false};
     in = "get k\r\n";
     assert_int_equal(mc_parse(in, strlen(in), &bad, &m, &used), MC_ERR_KEY);
 }
@@ -400,7 +400,7 @@ static void test_parse_pipeline(void **state)
                         MC_OK,       MC_ERR_REFUSED,     MC_OK, MC_MORE};
     const char *p = guard_place(in, sizeof(in) - 1);
     size_t left = sizeof(in) - 1;
-    struct mc_options o = {{"d", 1}, 0, 0};
+    struct mc_options o = {{"d", 1}, 0, 0, false};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         struct mc_request m;
         size_t used;
@@ -418,7 +418,7 @@ static void test_parse_pipeline(void **state)
 static void test_parse_swallow(void **state)
 {
     (void)state;
-    struct mc_options o = {{"d", 1}, 0, 3};
+    struct mc_options o = {{"d", 1}, 0, 3, false};
     const char in[] = "add k 0 0 10 noreply\r\n0123456789\r\nget k\r\n";
     struct mc_request m;
     size_t used;
@@ -442,7 +442,7 @@ struct want_group {
 
 static void expect_groups(const char *line, const struct want_group *want, size_t n)
 {
-    struct mc_options o = {{"default", 7}, 0, 0};
+    struct mc_options o = {{"default", 7}, 0, 0, false};
     struct mc_request m;
     size_t used;
     size_t len = strlen(line);
@@ -504,7 +504,7 @@ static void test_groups(void **state)
     for (int i = 0; i < 100; i++)
         n += (size_t)sprintf(line + n, " clicks:u%d", i);
     memcpy(line + n, "\r\n", 3);
-    struct mc_options o = {{"default", 7}, 0, 0};
+    struct mc_options o = {{"default", 7}, 0, 0, false};
     struct mc_request m;
     size_t used;
     assert_int_equal(mc_parse(line, strlen(line), &o, &m, &used), MC_OK);
@@ -528,7 +528,7 @@ static void expect_buf(const struct proto_buf *b, const char *want)
 /* Parses line (which must succeed) into *m with default filter "d". */
 static void parse_ok(const char *line, struct mc_request *m)
 {
-    struct mc_options o = {{"d", 1}, 0, 0};
+    struct mc_options o = {{"d", 1}, 0, 0, false};
     size_t used;
     assert_int_equal(mc_parse(line, strlen(line), &o, m, &used), MC_OK);
 }
@@ -691,6 +691,46 @@ static void test_format_misc(void **state)
     proto_buf_free(&b);
 }
 
+/* memcached's ASCII authentication: a set whose block is "<username> <password>". */
+static void test_auth(void **state)
+{
+    (void)state;
+    struct mc_options o = {{"", 0}, 0, 0, true}; /* no default filter: any key still works */
+    struct mc_request m;
+    size_t used;
+    const char *in = "set anything 0 0 13\r\nuser s3cr3t x\r\nget a\r\n";
+    assert_int_equal(mc_parse(in, strlen(in), &o, &m, &used), MC_OK);
+    assert_int_equal(used, strlen(in) - strlen("get a\r\n"));
+    assert_int_equal(m.cmd, MC_CMD_AUTH);
+    assert_int_equal(m.req.cmd, PROTO_CMD_AUTH);
+    assert_true(m.exec);
+    expect_slice(m.req.args, "s3cr3t x"); /* everything after the first space */
+    in = "set k 0 0 4\r\nuser\r\n";
+    assert_int_equal(mc_parse(in, strlen(in), &o, &m, &used), MC_OK);
+    assert_int_equal(m.req.args.len, 0);
+    in = "set k 0 0 4\r\nuserXX";
+    assert_int_equal(mc_parse(in, strlen(in), &o, &m, &used), MC_ERR_DATA);
+    in = "set k 0 0 4\r\nus";
+    assert_int_equal(mc_parse(in, strlen(in), &o, &m, &used), MC_MORE);
+    in = "add k 0 0 1\r\nx\r\n"; /* only set authenticates: the server refuses the rest */
+    o.default_filter = (struct proto_slice){"d", 1};
+    assert_int_equal(mc_parse(in, strlen(in), &o, &m, &used), MC_OK);
+    assert_int_equal(m.cmd, MC_CMD_ADD);
+
+    struct proto_buf b = {0};
+    struct result r;
+    result_init(&r);
+    in = "set k 0 0 3\r\nu p\r\n";
+    assert_int_equal(mc_parse(in, strlen(in), &o, &m, &used), MC_OK);
+    result_set(&r, RESULT_OK, NULL);
+    mc_format_result(&b, &m, &r);
+    result_set(&r, RESULT_CLIENT_ERROR, "invalid token");
+    mc_format_result(&b, &m, &r);
+    expect_buf(&b, "STORED\r\nCLIENT_ERROR authentication failure\r\n");
+    result_free(&r);
+    proto_buf_free(&b);
+}
+
 static void test_format_stats(void **state)
 {
     (void)state;
@@ -727,7 +767,7 @@ static void test_format_stats(void **state)
 
 static void expect_error_reply(const char *in, size_t max_data, const char *want)
 {
-    struct mc_options o = {{"d", 1}, 0, max_data};
+    struct mc_options o = {{"d", 1}, 0, max_data, false};
     struct mc_request m;
     size_t used;
     struct proto_buf b = {0};
@@ -770,7 +810,7 @@ static void test_format_parse_errors(void **state)
                        "key from a false positive (use add or set)\r\n");
 
     struct proto_buf b = {0};
-    struct mc_options o = {{"d", 1}, 4, 0};
+    struct mc_options o = {{"d", 1}, 4, 0, false};
     struct mc_request m;
     size_t used;
     assert_int_equal(mc_parse("get abc", 7, &o, &m, &used), MC_ERR_TOO_LONG);
@@ -790,6 +830,7 @@ int main(void)
         cmocka_unit_test(test_groups),         cmocka_unit_test(test_format_storage),
         cmocka_unit_test(test_format_get),     cmocka_unit_test(test_format_misc),
         cmocka_unit_test(test_format_stats),   cmocka_unit_test(test_format_parse_errors),
+        cmocka_unit_test(test_auth),
     };
     return cmocka_run_group_tests(tests, guard_setup, guard_teardown);
 }
