@@ -35,7 +35,8 @@
  * given back). Arrays are freed only when no reader is inside (the readers count). While
  * an encoder (or a union reading this filter as src) runs, the writer makes no cuckoo
  * step and gives no chunk back; a split block keeps its entries, so the encoder, which
- * copies the shape it found at its start block by block, misses no entry present then.
+ * copies the stash and then the shape it found at its start block by block (both read
+ * with no split or drain step between, exp_copy_start), misses no entry present then.
  */
 #include "lib/expandable.h"
 
