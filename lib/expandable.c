@@ -36,7 +36,7 @@
  * an encoder (or a union reading this filter as src) runs, the writer makes no cuckoo
  * step and gives no chunk back; a split block keeps its entries, so the encoder, which
  * copies the stash and then the shape it found at its start block by block (both read
- * with no split or drain step between, exp_copy_start), misses no entry present then.
+ * with no split between, exp_copy_start), misses no entry present then.
  */
 #include "lib/expandable.h"
 
@@ -823,15 +823,15 @@ static void drain(struct expandable *f)
         uint64_t cell = atomic_load_explicit(&f->stash[i].cell, memory_order_relaxed);
         uint32_t lv = (uint32_t)(tag & 0xffu), j = (uint32_t)((tag >> 8) & 0xffu);
         uint32_t v = (uint32_t)(tag >> 16);
-        double d = -exp_contrib(f, lv, v);
-        /* Pushed back at the end if it still does not fit; i only goes down, so it is not
-         * seen twice. Freed one slot first, so the push cannot fail. */
-        stash_del(f, i);
-        count_add(&f->entries, -1);
-        if (place(f, lv, cell, j, v, 0, &d) != SBF_OK) {
-            (void)stash_push(f, lv, cell, j, v);
-            count_add(&f->entries, 1);
-            d += exp_contrib(f, lv, v);
+        /* Placed before it leaves the stash, so a copy beside the writer (exp_copy_start)
+         * finds it in the stash or in its block. If it still does not fit it is pushed
+         * again (then moved into slot i by the delete; i only goes down, so it is not seen
+         * twice); if the stash is full it stays where it is. */
+        double d = 0;
+        if (place(f, lv, cell, j, v, 0, &d) == SBF_OK) {
+            stash_del(f, i);
+            count_add(&f->entries, -1);
+            d -= exp_contrib(f, lv, v);
         }
         fp_add(f, d);
     }
@@ -1249,16 +1249,17 @@ void exp_recount(struct expandable *f)
 
 /*
  * A copy beside the writer reads the shape (state) at its start and then each block of
- * that shape, and the stash. Invariant: no split and no drain step between the read of
- * the shape and the end of the stash copy (epoch and moves unchanged and even), and the
- * stash is copied before any block. After a split the writer drains the stash into blocks
- * of the new shape, which may lie outside the one read (the children of the cell at the
- * cursor); a drain step takes an entry out of the stash before it writes it into a block,
- * so a stash copy inside that gap and a block copy before the write both miss it. An
- * entry that leaves the stash after its copy is in it; a split keeps the old block's
- * entries, and the writer makes no cuckoo step (kick) while encoding is raised. So: read
- * items (every key it counts is then in the blocks or the stash), the shape and the stash
- * with no split or move running, and again until epoch and moves stayed put.
+ * that shape, and the stash. Invariant: no split between the read of the shape and the
+ * end of the stash copy (epoch unchanged and even), and the stash is copied before any
+ * block. After a split the writer drains the stash into blocks of the new shape, which
+ * may lie outside the one read (the children of the cell at the cursor): an entry moved
+ * so before the stash copy would be in neither. A drain writes an entry into its block
+ * before it leaves the stash, so an entry that leaves after the copy is in it, and one
+ * that left before is in a block of the shape; a split keeps the old block's entries, and
+ * the writer makes no cuckoo step (kick) while encoding is raised. So: wait out a split
+ * or a move that started before the writer saw encoding, read items (every key it counts
+ * is then in the blocks or the stash), the shape and the stash, and again until the
+ * epoch stayed put. (Not moves: refused kicks change it on every add.)
  */
 bool exp_copy_start(const struct expandable *f, struct exp_start *s)
 {
@@ -1279,7 +1280,7 @@ bool exp_copy_start(const struct expandable *f, struct exp_start *s)
         }
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&f->stash_seq, memory_order_relaxed) == s1 &&
-            atomic_load(&f->epoch) == e0 && atomic_load(&f->moves) == m0)
+            atomic_load(&f->epoch) == e0)
             return true;
     }
     return false;
