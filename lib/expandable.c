@@ -35,7 +35,8 @@
  * given back). Arrays are freed only when no reader is inside (the readers count). While
  * an encoder (or a union reading this filter as src) runs, the writer makes no cuckoo
  * step and gives no chunk back; a split block keeps its entries, so the encoder, which
- * copies the shape it found at its start block by block, misses no entry present then.
+ * copies the stash and then the shape it found at its start block by block (both read
+ * with no split between, exp_copy_start), misses no entry present then.
  */
 #include "lib/expandable.h"
 
@@ -681,17 +682,13 @@ static uint32_t select1(const uint64_t *b, uint32_t i)
  * EXP_KICKS entries to that entry's other candidate (one cuckoo step). Late in a round
  * the unsplit cells hold twice the keys per cell of the split ones; this lets them hand
  * entries to their split partners. The entry is written there before it is removed here,
- * so a reader always finds it; bump: mark the move for readers (false when the caller
- * already did, as drain). True if an entry moved.
+ * so a reader always finds it. True if an entry moved. Only through kick().
  */
-static bool kick(struct expandable *f, uint32_t lv, uint64_t x, bool bump)
+static bool kick_step(struct expandable *f, uint32_t lv, uint64_t x)
 {
     uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
     const uint32_t l = STATE_LEVEL(st), w = f->w, full = (UINT32_C(1) << w) - 1;
     const uint64_t cur = STATE_CURSOR(st);
-    /* An encoder copies blocks one by one: an entry moving behind it would be lost. */
-    if (atomic_load(&f->encoding) != 0)
-        return false;
     _Atomic uint64_t *p = blk(f, lv, x);
     uint64_t b[XB_WORDS];
     load_block(p, b);
@@ -716,18 +713,31 @@ static bool kick(struct expandable *f, uint32_t lv, uint64_t x, bool bump)
         load_block(q, a);
         if (xb_count(a) >= f->c)
             continue;
-        if (bump)
-            atomic_fetch_add(&f->moves, 1); /* odd: readers re-check an "absent" */
         xb_insert(a, w, j, nv);
         write_block(q, a);
         xb_remove(b, w, j, i);
         write_block(p, b);
-        if (bump)
-            atomic_fetch_add(&f->moves, 1);
         fp_add(f, exp_contrib(f, plv, nv) - exp_contrib(f, lv, v));
         return true;
     }
     return false;
+}
+
+/*
+ * A cuckoo step (kick_step) unless an encoder runs: an encoder copies blocks one by one,
+ * so an entry moving behind it would be lost. Invariant (Dekker, every access seq_cst):
+ * the writer makes moves odd before it reads encoding, the encoder raises encoding before
+ * it reads moves, so either the writer sees the encoder and makes no step, or the encoder
+ * sees moves odd and waits until the step is over. Reading encoding before moves went
+ * odd left a window in which an encoder started, saw moves even, and copied the target
+ * block before the entry arrived and the source block after it left.
+ */
+static bool kick(struct expandable *f, uint32_t lv, uint64_t x)
+{
+    atomic_fetch_add(&f->moves, 1); /* odd: readers re-check an "absent", encoders wait */
+    bool moved = atomic_load(&f->encoding) == 0 && kick_step(f, lv, x);
+    atomic_fetch_add(&f->moves, 1);
+    return moved;
 }
 
 /*
@@ -813,15 +823,15 @@ static void drain(struct expandable *f)
         uint64_t cell = atomic_load_explicit(&f->stash[i].cell, memory_order_relaxed);
         uint32_t lv = (uint32_t)(tag & 0xffu), j = (uint32_t)((tag >> 8) & 0xffu);
         uint32_t v = (uint32_t)(tag >> 16);
-        double d = -exp_contrib(f, lv, v);
-        /* Pushed back at the end if it still does not fit; i only goes down, so it is not
-         * seen twice. Freed one slot first, so the push cannot fail. */
-        stash_del(f, i);
-        count_add(&f->entries, -1);
-        if (place(f, lv, cell, j, v, 0, &d) != SBF_OK) {
-            (void)stash_push(f, lv, cell, j, v);
-            count_add(&f->entries, 1);
-            d += exp_contrib(f, lv, v);
+        /* Placed before it leaves the stash, so a copy beside the writer (exp_copy_start)
+         * finds it in the stash or in its block. If it still does not fit it is pushed
+         * again (then moved into slot i by the delete; i only goes down, so it is not seen
+         * twice); if the stash is full it stays where it is. */
+        double d = 0;
+        if (place(f, lv, cell, j, v, 0, &d) == SBF_OK) {
+            stash_del(f, i);
+            count_add(&f->entries, -1);
+            d -= exp_contrib(f, lv, v);
         }
         fp_add(f, d);
     }
@@ -980,7 +990,7 @@ static int add_one(struct expandable *f, struct sbf_hash h, bool *present)
         double d = exp_contrib(f, lv[k], v);
         if (f->fp + d > f->p.error)
             return SBF_ELIMIT;
-        if (n[k] >= f->c && (kick(f, lv[k], x[k], true) || kick(f, lv[1 - k], x[1 - k], true))) {
+        if (n[k] >= f->c && (kick(f, lv[k], x[k]) || kick(f, lv[1 - k], x[1 - k]))) {
             if (has_own(f, st, h, j, lv, x, n))
                 continue; /* cannot be: the moved entry matched before too */
             k = n[1] < n[0] ? 1 : 0;
@@ -1237,6 +1247,45 @@ void exp_recount(struct expandable *f)
 
 /* ---- union ---- */
 
+/*
+ * A copy beside the writer reads the shape (state) at its start and then each block of
+ * that shape, and the stash. Invariant: no split between the read of the shape and the
+ * end of the stash copy (epoch unchanged and even), and the stash is copied before any
+ * block. After a split the writer drains the stash into blocks of the new shape, which
+ * may lie outside the one read (the children of the cell at the cursor): an entry moved
+ * so before the stash copy would be in neither. A drain writes an entry into its block
+ * before it leaves the stash, so an entry that leaves after the copy is in it, and one
+ * that left before is in a block of the shape; a split keeps the old block's entries, and
+ * the writer makes no cuckoo step (kick) while encoding is raised. So: wait out a split
+ * or a move that started before the writer saw encoding, read items (every key it counts
+ * is then in the blocks or the stash), the shape and the stash, and again until the
+ * epoch stayed put. (Not moves: refused kicks change it on every add.)
+ */
+bool exp_copy_start(const struct expandable *f, struct exp_start *s)
+{
+    for (uint64_t t = 0; t < UINT64_C(1) << 32; t++) {
+        uint64_t e0 = atomic_load(&f->epoch), m0 = atomic_load(&f->moves);
+        if ((e0 | m0) & 1u)
+            continue;
+        s->items = atomic_load_explicit(&f->items, memory_order_acquire);
+        s->state = atomic_load_explicit(&f->state, memory_order_acquire);
+        uint64_t s1 = atomic_load_explicit(&f->stash_seq, memory_order_acquire);
+        if (s1 & 1u)
+            continue;
+        uint32_t n = atomic_load_explicit(&f->nstash, memory_order_relaxed);
+        s->ns = n < EXP_STASH ? n : EXP_STASH;
+        for (uint32_t i = 0; i < s->ns; i++) {
+            s->cell[i] = atomic_load_explicit(&f->stash[i].cell, memory_order_relaxed);
+            s->tag[i] = atomic_load_explicit(&f->stash[i].tag, memory_order_relaxed);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&f->stash_seq, memory_order_relaxed) == s1 &&
+            atomic_load(&f->epoch) == e0)
+            return true;
+    }
+    return false;
+}
+
 int expandable_union(struct expandable *dst, const struct expandable *src)
 {
     if (!expandable_compatible(dst, src))
@@ -1246,12 +1295,10 @@ int expandable_union(struct expandable *dst, const struct expandable *src)
     struct expandable *ms = (struct expandable *)src;
     atomic_fetch_add(&ms->readers, 1);
     atomic_fetch_add(&ms->encoding, 1);
-    /* As an encoder (see expandable_encode): wait out a split or a move that runs. */
-    int rc = SBF_EIO;
-    for (unsigned t = 0; t < 10000000 && rc != SBF_OK; t++)
-        if (!((atomic_load(&src->epoch) | atomic_load(&src->moves)) & 1u))
-            rc = SBF_OK;
-    uint64_t st = atomic_load_explicit(&src->state, memory_order_acquire);
+    /* As an encoder (see exp_copy_start): the stash as it was with the shape. */
+    struct exp_start start;
+    int rc = exp_copy_start(src, &start) ? SBF_OK : SBF_EIO;
+    uint64_t st = start.state;
     uint32_t l = STATE_LEVEL(st);
     uint64_t cur = STATE_CURSOR(st);
     for (int half = 0; half < 2 && rc == SBF_OK; half++) {
@@ -1276,12 +1323,10 @@ int expandable_union(struct expandable *dst, const struct expandable *src)
             }
         }
     }
-    uint32_t ns = atomic_load_explicit(&src->nstash, memory_order_acquire);
-    for (uint32_t i = 0; i < ns && i < EXP_STASH && rc == SBF_OK; i++) {
-        uint64_t tag = atomic_load_explicit(&src->stash[i].tag, memory_order_relaxed);
-        uint64_t cell = atomic_load_explicit(&src->stash[i].cell, memory_order_relaxed);
+    for (uint32_t i = 0; rc == SBF_OK && i < start.ns; i++) {
+        uint64_t tag = start.tag[i];
         double d = 0;
-        rc = place(dst, (uint32_t)(tag & 0xffu), cell, (uint32_t)((tag >> 8) & 0xffu),
+        rc = place(dst, (uint32_t)(tag & 0xffu), start.cell[i], (uint32_t)((tag >> 8) & 0xffu),
                    (uint32_t)(tag >> 16), 0, &d);
         fp_add(dst, d);
     }

@@ -99,27 +99,6 @@ static bool copy_block(const _Atomic uint64_t *p, uint64_t *b)
     return false;
 }
 
-/* Copies the stash under its seqlock into buf (16 bytes each); returns the count. */
-static uint32_t copy_stash(const struct expandable *f, unsigned char *buf)
-{
-    for (unsigned t = 0; t < 100000; t++) {
-        uint64_t s1 = atomic_load_explicit(&f->stash_seq, memory_order_acquire);
-        if (s1 & 1u)
-            continue;
-        uint32_t n = atomic_load_explicit(&f->nstash, memory_order_relaxed);
-        if (n > EXP_STASH)
-            n = EXP_STASH;
-        for (uint32_t i = 0; i < n; i++) {
-            put_u64(buf + 16 * i, atomic_load_explicit(&f->stash[i].cell, memory_order_relaxed));
-            put_u64(buf + 16 * i + 8, atomic_load_explicit(&f->stash[i].tag, memory_order_relaxed));
-        }
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&f->stash_seq, memory_order_relaxed) == s1)
-            return n;
-    }
-    return UINT32_MAX;
-}
-
 static int encode_blocks(const struct expandable *f, struct writer *w, uint32_t lv, uint64_t from,
                          uint64_t to, unsigned char *buf)
 {
@@ -149,27 +128,24 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
         return SBF_ENOMEM;
     atomic_fetch_add(&mf->readers, 1);
     atomic_fetch_add(&mf->encoding, 1);
-    /* From here the writer makes no cuckoo step and frees no chunk (expandable.c); wait
-     * out a split or a move that started before it saw us. */
-    uint64_t e0 = atomic_load(&f->epoch), m0 = atomic_load(&f->moves);
-    for (uint64_t t = 0; t < UINT64_C(1) << 32 && ((e0 | m0) & 1u); t++) {
-        e0 = atomic_load(&f->epoch);
-        m0 = atomic_load(&f->moves);
-    }
+    /* From here the writer makes no cuckoo step and frees no chunk (expandable.c). */
     struct writer w = {.write = write, .ctx = ctx};
     XXH3_64bits_reset(&w.hash);
     int rc = SBF_OK;
-    /* Items first: every key it counts is then in the blocks or the stash copied below. */
-    uint64_t items = atomic_load_explicit(&f->items, memory_order_acquire);
-    uint64_t st = atomic_load_explicit(&f->state, memory_order_acquire);
-    uint32_t level = (uint32_t)(st >> 48);
-    uint64_t cursor = st & ((UINT64_C(1) << 48) - 1);
-    unsigned char stash[EXP_STASH * EXP_STASH_BYTES];
-    uint32_t ns = copy_stash(f, stash);
-    if (((e0 | m0) & 1u) || ns == UINT32_MAX) {
+    struct exp_start s;
+    if (!exp_copy_start(f, &s)) {
         rc = SBF_EIO;
         goto done;
     }
+    uint64_t items = s.items, st = s.state;
+    uint32_t ns = s.ns;
+    unsigned char stash[EXP_STASH * EXP_STASH_BYTES];
+    for (uint32_t i = 0; i < ns; i++) {
+        put_u64(stash + 16 * i, s.cell[i]);
+        put_u64(stash + 16 * i + 8, s.tag[i]);
+    }
+    uint32_t level = (uint32_t)(st >> 48);
+    uint64_t cursor = st & ((UINT64_C(1) << 48) - 1);
     unsigned char *q = buf;
     memcpy(q, exp_magic, sizeof(exp_magic));
     put_u32(q + 8, EXP_CODEC_VERSION);

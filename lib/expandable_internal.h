@@ -107,6 +107,17 @@ void exp_arrays_free(struct expandable *f);
 /* Recomputes entries and the false-positive bound from the blocks and the stash. */
 void exp_recount(struct expandable *f);
 
+/* What a copy beside the writer (an encoder, a union reading src) reads at its start. */
+struct exp_start {
+    uint64_t items, state;
+    uint32_t ns;
+    uint64_t cell[EXP_STASH], tag[EXP_STASH];
+};
+
+/* With encoding raised: items, then the shape and the stash with no split between them
+ * (see expandable.c). False if the writer never let it. */
+bool exp_copy_start(const struct expandable *f, struct exp_start *s);
+
 /* ---- blocks ---- */
 
 static inline unsigned exp_popcount(uint64_t x)
