@@ -205,7 +205,7 @@ bench-snapshot: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_snapshot.sh
 bench-http: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_http.sh
-bench-tls: build/bloomd | $(DEPS_BENCH)
+bench-tls: build/bloomd $(REL)/bench/loadgen | $(DEPS_BENCH)
 	bench/run_tls.sh
 bench-fair: build/bloomd
 	bench/run_fair.sh

@@ -4,6 +4,7 @@
  * distinct keys plus a fraction of repeats. Each connection owns its own keys, so every
  * expected answer is known; every reply is checked. Reports throughput, latency
  * percentiles and false positives as one `result k=v ...` line plus a human `#` line.
+ * --tls speaks TLS (OpenSSL, non-blocking) on every connection; the plain path is unchanged.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,7 +24,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +52,7 @@ struct opts {
     const char *create; /* bloomd: CREATE options, NULL for none */
     bool approximate;   /* memcached/redis protocol served by a Bloom filter: false
                            positives are allowed (bloomd's memcached listener) */
+    bool tls;           /* TLS on every connection, server certificate not verified */
 };
 
 static struct opts g_opt;
@@ -170,6 +174,9 @@ struct conn {
     uint64_t new_total; /* distinct keys this connection owns */
     bool done_sending;  /* nothing more to generate */
     bool want_out;      /* EPOLLOUT registered */
+    SSL *ssl;           /* NULL: plain TCP */
+    bool rd_wants_out;  /* TLS: the last read needs the socket writable */
+    bool wr_wants_in;   /* TLS: the last write needs the socket readable */
     struct req *ring;   /* in-flight requests, oldest at head */
     uint8_t *expect;    /* per ring slot, batch expected answers (1 = seen) */
     uint64_t *index;    /* per ring slot, batch key indices (for messages) */
@@ -326,10 +333,104 @@ static void set_out(struct conn *c, bool on)
     c->want_out = on;
 }
 
+/* ---- TLS: SSL_read/SSL_write with read(2)/write(2) semantics ---- */
+
+static SSL_CTX *g_tls_ctx;
+
+static _Noreturn void die_tls(const struct conn *c, const char *what, int err)
+{
+    unsigned long e = ERR_get_error();
+    if (err == SSL_ERROR_SYSCALL && e == 0)
+        die("conn %d: %s: %s", c->id, what, errno ? strerror(errno) : "unexpected EOF");
+    die("conn %d: %s: %s", c->id, what, e ? ERR_error_string(e, NULL) : "TLS error");
+}
+
+/* > 0 bytes, 0 EOF, -1 with errno EAGAIN (rd_wants_out says for which readiness). */
+static ssize_t tls_read(struct conn *c, void *buf, size_t n)
+{
+    int r = SSL_read(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+    c->rd_wants_out = false;
+    if (r > 0)
+        return r;
+    int err = SSL_get_error(c->ssl, r);
+    if (err == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+        die_tls(c, "read", err);
+    c->rd_wants_out = err == SSL_ERROR_WANT_WRITE;
+    errno = EAGAIN;
+    return -1;
+}
+
+/* > 0 bytes, -1 with errno EAGAIN (wr_wants_in says for which readiness). */
+static ssize_t tls_write(struct conn *c, const void *buf, size_t n)
+{
+    int r = SSL_write(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+    c->wr_wants_in = false;
+    if (r > 0)
+        return r;
+    int err = SSL_get_error(c->ssl, r);
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+        die_tls(c, "write", err);
+    c->wr_wants_in = err == SSL_ERROR_WANT_READ;
+    errno = EAGAIN;
+    return -1;
+}
+
+static void tls_init(void)
+{
+    g_tls_ctx = SSL_CTX_new(TLS_client_method());
+    if (!g_tls_ctx)
+        die("TLS: %s", ERR_error_string(ERR_get_error(), NULL));
+    /* A loopback benchmark against a self-signed certificate: no verification. */
+    SSL_CTX_set_verify(g_tls_ctx, SSL_VERIFY_NONE, NULL);
+    SSL_CTX_set_mode(g_tls_ctx,
+                     SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    SSL_CTX_set_options(g_tls_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a close is an EOF */
+#endif
+}
+
+/* Waits until c's socket is ready for `events`; false if `deadline` passed first. */
+static bool wait_ready(const struct conn *c, short events, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= deadline)
+            return false;
+        struct pollfd pfd = {.fd = c->fd, .events = events};
+        int r = poll(&pfd, 1, (int)((deadline - now) / 1000000 + 1));
+        if (r > 0)
+            return true;
+        if (r < 0 && errno != EINTR)
+            die("poll: %s", strerror(errno));
+    }
+}
+
+/* The handshake on c's non-blocking socket, before the clock starts; bounded by --timeout. */
+static void tls_connect(struct conn *c)
+{
+    c->ssl = SSL_new(g_tls_ctx);
+    if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
+        die("TLS: %s", ERR_error_string(ERR_get_error(), NULL));
+    uint64_t deadline = now_ns() + (uint64_t)(g_opt.timeout * 1e9);
+    int r;
+    while ((r = SSL_connect(c->ssl)) != 1) {
+        int err = SSL_get_error(c->ssl, r);
+        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+            die_tls(c, "TLS handshake", err);
+        if (!wait_ready(c, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
+            die("conn %d: TLS handshake: no reply within %.1fs", c->id, g_opt.timeout);
+    }
+}
+
+/* ---- sending ---- */
+
 static void flush_out(struct conn *c)
 {
     while (c->woff < c->wlen) {
-        ssize_t w = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+        ssize_t w = c->ssl ? tls_write(c, c->wbuf + c->woff, c->wlen - c->woff)
+                           : write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
@@ -339,7 +440,8 @@ static void flush_out(struct conn *c)
         }
         c->woff += (size_t)w;
     }
-    set_out(c, c->woff < c->wlen);
+    /* A TLS write waiting for input retries on the next EPOLLIN (always registered). */
+    set_out(c, (c->woff < c->wlen && !c->wr_wants_in) || c->rd_wants_out);
 }
 
 /* Tops the pipeline up to depth requests unless the time bound has passed. */
@@ -453,7 +555,8 @@ static bool read_in(struct conn *c)
         if (!c->rbuf)
             die("out of memory");
     }
-    ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+    ssize_t n = c->ssl ? tls_read(c, c->rbuf + c->rlen, c->rcap - c->rlen)
+                       : read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return true;
@@ -482,6 +585,9 @@ static bool read_in(struct conn *c)
         c->wait_since = now;
         g_last_reply_ns = now;
     }
+    /* Bytes already inside OpenSSL raise no epoll event: read them now. */
+    if (c->ssl && SSL_has_pending(c->ssl))
+        return read_in(c);
     return true;
 }
 
@@ -511,32 +617,38 @@ static int dial(void)
 }
 
 /*
- * bloomd: CREATE the filter on a blocking socket; anything but CREATED, or no reply
- * within --timeout, fails the run.
+ * bloomd: CREATE the filter on c's non-blocking socket, waiting with poll(2); anything but
+ * CREATED, or no reply within --timeout, fails the run.
  */
-static void create_filter(int fd)
+static void create_filter(struct conn *c)
 {
     char buf[1024];
     int n = snprintf(buf, sizeof(buf), "CREATE %s %s\r\n", g_opt.name, g_opt.create);
     if (n < 0 || (size_t)n >= sizeof(buf))
         die("--create options too long");
-    struct timeval tv = {.tv_sec = (time_t)g_opt.timeout,
-                         .tv_usec = (suseconds_t)(fmod(g_opt.timeout, 1) * 1e6)};
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
-        die("CREATE: socket timeout: %s", strerror(errno));
-    if (write(fd, buf, (size_t)n) != n)
-        die("CREATE: write: %s", strerror(errno));
+    uint64_t deadline = now_ns() + (uint64_t)(g_opt.timeout * 1e9);
+    for (size_t off = 0; off < (size_t)n;) {
+        ssize_t w = c->ssl ? tls_write(c, buf + off, (size_t)n - off)
+                           : write(c->fd, buf + off, (size_t)n - off);
+        if (w > 0)
+            off += (size_t)w;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            die("CREATE: write: %s", strerror(errno));
+        else if (!wait_ready(c, c->wr_wants_in ? POLLIN : POLLOUT, deadline))
+            die("CREATE: write: no progress within %.1fs", g_opt.timeout);
+    }
     size_t got = 0;
     while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
-        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            die("CREATE: no reply within %.1fs", g_opt.timeout);
-        if (r < 0)
-            die("CREATE: read: %s", strerror(errno));
+        ssize_t r = c->ssl ? tls_read(c, buf + got, sizeof(buf) - 1 - got)
+                           : read(c->fd, buf + got, sizeof(buf) - 1 - got);
         if (r == 0)
             die("CREATE: server closed the connection without a reply");
-        got += (size_t)r;
+        if (r > 0)
+            got += (size_t)r;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            die("CREATE: read: %s", strerror(errno));
+        else if (!wait_ready(c, c->rd_wants_out ? POLLOUT : POLLIN, deadline))
+            die("CREATE: no reply within %.1fs", g_opt.timeout);
     }
     buf[got] = '\0';
     if (strcmp(buf, "CREATED\r\n") != 0)
@@ -551,6 +663,8 @@ static void setup(void)
         die("--key-len %d too short for %llu distinct keys", g_opt.key_len,
             (unsigned long long)(g_opt.first + g_opt.keys));
 
+    if (g_opt.tls)
+        tls_init();
     g_ep = epoll_create1(EPOLL_CLOEXEC);
     if (g_ep < 0)
         die("epoll_create1: %s", strerror(errno));
@@ -560,10 +674,12 @@ static void setup(void)
         struct conn *c = &g_conns[i];
         c->id = i;
         c->fd = dial();
-        if (i == 0 && g_opt.create)
-            create_filter(c->fd);
         if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) < 0)
             die("non-blocking: %s", strerror(errno));
+        if (g_opt.tls)
+            tls_connect(c);
+        if (i == 0 && g_opt.create)
+            create_filter(c);
         c->rng = g_opt.seed * 0x2545f4914f6cdd1du + (uint64_t)i;
         c->new_total =
             g_opt.keys / (uint64_t)g_opt.conns + ((uint64_t)i < g_opt.keys % (uint64_t)g_opt.conns);
@@ -603,13 +719,16 @@ static void run(void)
             die("epoll_wait: %s", strerror(errno));
         for (int i = 0; i < n; i++) {
             struct conn *c = evs[i].data.ptr;
-            if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !read_in(c)) {
+            bool in = evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR);
+            if ((in || c->rd_wants_out) && !read_in(c)) {
                 if (!c->done_sending || c->inflight > 0 || c->rlen > 0)
                     die("conn %d: server closed the connection with %zu replies due", c->id,
                         c->inflight);
                 /* All answered (e.g. the server's idle timeout hit it): nothing was lost. */
                 if (epoll_ctl(g_ep, EPOLL_CTL_DEL, c->fd, NULL) < 0)
                     die("epoll_ctl: %s", strerror(errno));
+                SSL_free(c->ssl);
+                c->ssl = NULL;
                 close(c->fd);
                 continue;
             }
@@ -690,6 +809,9 @@ static void usage(FILE *f)
           "  --create OPTS               bloomd: first send CREATE NAME OPTS, expect CREATED\n"
           "  --approximate               the server is a Bloom filter whatever its protocol\n"
           "                              (bloomd's memcached port): false positives allowed\n"
+          "  --tls                       speak TLS (bloomd's --tls-port); the server certificate\n"
+          "                              is NOT verified (SSL_VERIFY_NONE): for benchmarks on\n"
+          "                              loopback against a self-signed certificate only\n"
           "exit: 0 ok; 1 a malformed, missing or wrong reply (false negative, or a false\n"
           "positive from an exact store); 2 usage\n",
           f);
@@ -731,27 +853,18 @@ static int parse_int(const char *opt, const char *s, int lo, int hi)
 
 static void parse_args(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"proto", required_argument, 0, 'P'},
-                                             {"host", required_argument, 0, 'h'},
-                                             {"port", required_argument, 0, 'p'},
-                                             {"command", required_argument, 0, 'C'},
-                                             {"conns", required_argument, 0, 'c'},
-                                             {"depth", required_argument, 0, 'd'},
-                                             {"batch", required_argument, 0, 'b'},
-                                             {"keys", required_argument, 0, 'n'},
-                                             {"key-len", required_argument, 0, 'l'},
-                                             {"repeat", required_argument, 0, 'r'},
-                                             {"seed", required_argument, 0, 's'},
-                                             {"first", required_argument, 0, 'f'},
-                                             {"present", required_argument, 0, 'e'},
-                                             {"max-ops", required_argument, 0, 'm'},
-                                             {"duration", required_argument, 0, 't'},
-                                             {"timeout", required_argument, 0, 'T'},
-                                             {"name", required_argument, 0, 'N'},
-                                             {"create", required_argument, 0, 'X'},
-                                             {"approximate", no_argument, 0, 'A'},
-                                             {"help", no_argument, 0, 'H'},
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"proto", required_argument, 0, 'P'},    {"host", required_argument, 0, 'h'},
+        {"port", required_argument, 0, 'p'},     {"command", required_argument, 0, 'C'},
+        {"conns", required_argument, 0, 'c'},    {"depth", required_argument, 0, 'd'},
+        {"batch", required_argument, 0, 'b'},    {"keys", required_argument, 0, 'n'},
+        {"key-len", required_argument, 0, 'l'},  {"repeat", required_argument, 0, 'r'},
+        {"seed", required_argument, 0, 's'},     {"first", required_argument, 0, 'f'},
+        {"present", required_argument, 0, 'e'},  {"max-ops", required_argument, 0, 'm'},
+        {"duration", required_argument, 0, 't'}, {"timeout", required_argument, 0, 'T'},
+        {"name", required_argument, 0, 'N'},     {"create", required_argument, 0, 'X'},
+        {"approximate", no_argument, 0, 'A'},    {"tls", no_argument, 0, 'S'},
+        {"help", no_argument, 0, 'H'},           {0, 0, 0, 0}};
     g_opt = (struct opts){.proto = P_BLOOMD,
                           .host = "127.0.0.1",
                           .port = "8673",
@@ -828,6 +941,9 @@ static void parse_args(int argc, char **argv)
             break;
         case 'A':
             g_opt.approximate = true;
+            break;
+        case 'S':
+            g_opt.tls = true;
             break;
         case 'N':
             g_opt.name = optarg;

@@ -1,10 +1,12 @@
 """bench/loadgen against fake bloomd servers: it must fail (exit 1, promptly) whenever a
-reply is wrong, missing or late, and pass against an exact one.
+reply is wrong, missing or late, and pass against an exact one. `--tls` is tested against
+the real daemon (BLOOMD, default build/bloomd) with a certificate made by openssl(1).
 
     make REL=build/rel build/rel/bench/loadgen
     LOADGEN=build/rel/bench/loadgen /usr/bin/python3 -m pytest -q bench/test_loadgen.py
 """
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -16,6 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LOADGEN = os.environ.get("LOADGEN", str(REPO / "build" / "rel" / "bench" / "loadgen"))
+BLOOMD = os.environ.get("BLOOMD", str(REPO / "build" / "bloomd"))
 
 
 class FakeBloomd:
@@ -148,3 +151,59 @@ def test_zero_timeout_is_bad_usage() -> None:
     run = subprocess.run([LOADGEN, "--timeout", "0"], capture_output=True, text=True,
                          timeout=30)
     assert run.returncode == 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def tls_daemon(tmp_path: Path) -> Iterator[int]:
+    """A real bloomd with a TLS listener on a self-signed certificate; yields its port."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs openssl(1) to make a test certificate")
+    if not os.access(BLOOMD, os.X_OK) or not os.access(LOADGEN, os.X_OK):
+        pytest.fail("no daemon at %s or loadgen at %s: build them" % (BLOOMD, LOADGEN))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(tmp_path / "key.pem"),
+                    "-out", str(tmp_path / "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True, timeout=30)
+    port, tls_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOOMD_")}
+    with open(tmp_path / "log", "wb") as log:
+        daemon = subprocess.Popen(
+            [BLOOMD, "--bind", "127.0.0.1", "--port", str(port), "--tls-port", str(tls_port),
+             "--tls-cert-file", str(tmp_path / "cert.pem"),
+             "--tls-key-file", str(tmp_path / "key.pem"), "--data-dir", str(tmp_path / "data"),
+             "--snapshot-interval", "0"], stdout=log, stderr=log, env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while ":%d (bloomd" % tls_port not in (tmp_path / "log").read_text():
+            assert daemon.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "log").read_text()
+            time.sleep(0.05)
+        yield tls_port
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
+def test_tls_against_bloomd(tls_daemon: int) -> None:
+    """Long lines (requests span TLS records) and single keys deeply pipelined: every
+    reply is checked, so a lost, stalled or misread byte fails."""
+    for args in (["--batch", "300", "--depth", "8"], ["--batch", "1", "--depth", "64"]):
+        name = "tls%s" % args[1]
+        run = subprocess.run([LOADGEN, "--tls", "--port", str(tls_daemon), "--keys", "30000",
+                              "--timeout", "5", "--name", name, "--create", "capacity=100000",
+                              *args], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert " fn=0 " in run.stdout and "complete=1" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("fake", ["silent"], indirect=True)
+def test_tls_handshake_without_reply_times_out(fake: FakeBloomd) -> None:
+    run = subprocess.run([LOADGEN, "--tls", "--port", str(fake.port), "--timeout", "1"],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1 and "TLS handshake" in run.stderr, run.stderr
