@@ -114,6 +114,15 @@ struct kind_ops {
     void (*check_batch)(const void *f, const struct sbf_hash *h, size_t n, bool *present);
     int (*add_batch)(void *f, const struct sbf_hash *h, size_t n, size_t *added);
     int (*checkadd_batch)(void *f, const struct sbf_hash *h, size_t n, bool *present);
+    /*
+     * Sharded adds for a writer with several threads (start-up replay), as sbf.h's
+     * sbf_room and sbf_add_batch_shard: if n <= room(f), threads may each run one shard
+     * of the same batch at once, and together they make what add_batch would. NULL for
+     * kinds without.
+     */
+    uint64_t (*room)(const void *f);
+    int (*add_batch_shard)(void *f, const struct sbf_hash *h, size_t n, unsigned shard,
+                           unsigned nshards, size_t *added);
 
     /*
      * Brings a time-driven filter up to now_ms (Unix ms): the windowed kind drops the

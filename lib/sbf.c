@@ -18,6 +18,10 @@
  * staying near the core's miss buffers so prefetches are not dropped. */
 #define PREFETCH_LINES 32u
 
+/* The same for sharded adds, whose threads share the machine's misses: 16 replayed a
+ * 100M-key journal in 8.8-9.3 s where 32 took 9.4-10.2 s (2 cores, 8 runs). */
+#define SHARD_LINES 16u
+
 /* Stages of at least this many bytes are mapped on huge-page boundaries (2 MiB). */
 #define HUGE_BYTES ((size_t)2 << 20)
 
@@ -416,6 +420,68 @@ int sbf_add_batch(struct sbf *f, const struct sbf_hash *h, size_t n, size_t *add
 int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *present)
 {
     return add_batch(f, h, n, present, NULL);
+}
+
+/* ---- sharded adds (replay from several threads) ---- */
+
+uint64_t sbf_room(const struct sbf *f)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    const struct sbf_stage *s = &f->stages[n - 1];
+    uint64_t items = atomic_load_explicit(&s->items, memory_order_relaxed);
+    return items < s->capacity ? s->capacity - items : 0;
+}
+
+/* The probe of add_one() without growth, for a key whose newest-stage block this shard
+ * owns; counts it in *count instead of the stage. */
+static inline void shard_add_one(struct sbf *f, uint32_t n, struct sbf_hash h, size_t *count)
+{
+    struct sbf_stage *s = &f->stages[n - 1];
+    uint64_t mask[BLOOM_BLOCK_WORDS];
+    bloom_mask(h, n - 1, s->k, mask);
+    _Atomic uint64_t *block = stage_block(s, n - 1, h);
+    if (bloom_test(block, mask) || has(f, n - 1, h))
+        return;
+    bloom_set(block, mask);
+    (*count)++;
+}
+
+/*
+ * Walks the whole batch but probes only the keys whose newest-stage block lies in this
+ * shard's slice of blocks, through a ring of keys whose blocks were prefetched.
+ */
+int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsigned shard,
+                        unsigned nshards, size_t *added)
+{
+    __extension__ typedef unsigned __int128 u128;
+    if (nshards == 0 || shard >= nshards || n > sbf_room(f))
+        return SBF_EINVAL;
+    uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    const struct sbf_stage *s = &f->stages[ns - 1];
+    uint64_t lo = (uint64_t)(((u128)s->nblocks * shard) / nshards);
+    uint64_t hi = (uint64_t)(((u128)s->nblocks * (shard + 1)) / nshards);
+    size_t ahead = ns >= SHARD_LINES / 2 ? 2 : SHARD_LINES / ns;
+    struct sbf_hash ring[SHARD_LINES];
+    size_t head = 0, len = 0, count = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = bloom_block(h[i], ns - 1, s->nblocks);
+        if (b < lo || b >= hi)
+            continue;
+        if (len == ahead) {
+            shard_add_one(f, ns, ring[head], &count);
+            head = (head + 1) % ahead;
+            len--;
+        }
+        prefetch(f, ns, h[i]);
+        ring[(head + len) % ahead] = h[i];
+        len++;
+    }
+    for (; len > 0; len--, head = (head + 1) % ahead)
+        shard_add_one(f, ns, ring[head], &count);
+    atomic_fetch_add_explicit(&f->stages[ns - 1].items, count, memory_order_relaxed);
+    if (added)
+        *added = count;
+    return SBF_OK;
 }
 
 /* ---- figures ---- */

@@ -135,6 +135,20 @@ void sbf_check_batch(const struct sbf *f, const struct sbf_hash *h, size_t n, bo
 int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *present);
 
 /*
+ * Sharded adds, for one writer that has several threads (start-up replay). sbf_room()
+ * is how many new keys the newest stage still takes before the filter grows. If
+ * n <= sbf_room(f), nshards threads may call sbf_add_batch_shard() on the same batch at
+ * once, each with its own shard in [0, nshards): shard i adds the keys whose block in
+ * the newest stage lies in the i-th slice of its blocks, in batch order, and counts them
+ * in the stage. Once all have returned, the filter is the one sbf_add_batch(f, h, n)
+ * would have made, and the *added sum to its count. No other call may run meanwhile.
+ * SBF_EINVAL (nothing done) if the shard is out of range or n > sbf_room(f).
+ */
+uint64_t sbf_room(const struct sbf *f);
+int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsigned shard,
+                        unsigned nshards, size_t *added);
+
+/*
  * dst |= src (or &=), stage by stage. The filters must be compatible (else
  * SBF_EINCOMPAT, dst unchanged). Union gives dst any stages only src has (may fail with
  * SBF_ENOMEM, dst unchanged). Intersection needs both filters to have one stage, else

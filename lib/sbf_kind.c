@@ -47,6 +47,17 @@ static int k_checkadd_batch(void *f, const struct sbf_hash *h, size_t n, bool *p
     return sbf_checkadd_batch(f, h, n, present);
 }
 
+static uint64_t k_room(const void *f)
+{
+    return sbf_room(f);
+}
+
+static int k_add_batch_shard(void *f, const struct sbf_hash *h, size_t n, unsigned shard,
+                             unsigned nshards, size_t *added)
+{
+    return sbf_add_batch_shard(f, h, n, shard, nshards, added);
+}
+
 static void k_clear(void *f)
 {
     sbf_clear(f);
@@ -189,6 +200,8 @@ const struct kind_ops kind_sbf = {
     .check_batch = k_check_batch,
     .add_batch = k_add_batch,
     .checkadd_batch = k_checkadd_batch,
+    .room = k_room,
+    .add_batch_shard = k_add_batch_shard,
     .advance = NULL,
     .clear = k_clear,
     .compatible = k_compatible,

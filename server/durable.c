@@ -28,6 +28,7 @@
 #include "server/log.h"
 #include "server/park.h"
 #include "server/registry.h"
+#include "server/replay_adds.h"
 #include "server/server.h"
 #include "server/snapfile.h"
 
@@ -112,6 +113,7 @@ static int decode_params(const void *in, size_t n, struct kind_params *p)
 struct replay {
     struct server *srv;
     uint64_t applied, skipped, unknown;
+    struct replay_adds *adds; /* ADD records, gathered until a record of another type */
 };
 
 /* The filter a record names, if the record is newer than its snapshot; else NULL. */
@@ -207,6 +209,17 @@ static int apply(void *ctx, const struct journal_record *rec)
 {
     struct replay *r = ctx;
     struct server *srv = r->srv;
+    if (rec->type == JOURNAL_ADD) {
+        struct filter *f = target(r, rec);
+        if (f != NULL) {
+            replay_adds_push(r->adds, f, rec->hashes, rec->nhashes, rec->pos);
+            filter_touch(f); /* the snapshot on disk lacks this */
+            filter_unref(f);
+            r->applied++;
+        }
+        return 0;
+    }
+    replay_adds_flush(r->adds); /* records apply in journal order */
     if (rec->type == JOURNAL_CREATE)
         return replay_create(r, rec);
     if ((rec->type == JOURNAL_UNION || rec->type == JOURNAL_INTERSECT) &&
@@ -236,11 +249,6 @@ static int apply(void *ctx, const struct journal_record *rec)
         return 0;
     int rc = SBF_OK;
     switch (rec->type) {
-    case JOURNAL_ADD: {
-        size_t added;
-        rc = f->ops->add_batch(f->obj, rec->hashes, rec->nhashes, &added);
-        break;
-    }
     case JOURNAL_DELETE: {
         size_t deleted;
         if (f->ops->remove_batch != NULL)
@@ -339,22 +347,29 @@ int durable_start(struct server *srv)
     d->mode = mode;
     srv->durable = d;
     struct replay r = {.srv = srv};
+    r.adds = replay_adds_new();
     struct journal_replay_ops ops = {.apply = apply, .report = report, .ctx = &r};
     struct journal_replay_report rep;
     struct journal_error err;
     char msg[1200];
     uint64_t t0 = clock_mono_ms();
-    if (journal_replay(srv->cfg.data_dir, 0, &ops, &rep, &err) != 0) {
+    int replayed = journal_replay(srv->cfg.data_dir, 0, &ops, &rep, &err);
+    replay_adds_flush(r.adds);
+    struct replay_adds_figures fig;
+    replay_adds_figures(r.adds, &fig);
+    replay_adds_free(r.adds);
+    if (replayed != 0) {
         log_msg(LOG_ERROR, "journal: replay failed: %s", journal_format(&err, msg, sizeof msg));
         return -1;
     }
     if (rep.records > 0)
         log_msg(LOG_INFO,
                 "journal: replayed %llu of %llu records from %llu segments in %llu ms (%llu "
-                "covered by snapshots)",
+                "covered by snapshots); %llu keys added, %llu of them from %u threads",
                 (unsigned long long)r.applied, (unsigned long long)rep.records,
                 (unsigned long long)rep.segments, (unsigned long long)(clock_mono_ms() - t0),
-                (unsigned long long)r.skipped);
+                (unsigned long long)r.skipped, (unsigned long long)fig.keys,
+                (unsigned long long)fig.sharded, fig.threads);
     uint64_t min = max_snapshot_pos(srv);
     struct journal_opts o = {
         .mode = mode == DURABILITY_ALWAYS ? JOURNAL_MODE_ALWAYS : JOURNAL_MODE_EVERYSEC,

@@ -601,6 +601,125 @@ static void test_concurrent_reader(void **state)
     sbf_free(r.f);
 }
 
+/* ---- sharded adds ---- */
+
+struct membuf {
+    unsigned char *p;
+    size_t len, cap;
+};
+
+static int mem_write(void *ctx, const void *buf, size_t len)
+{
+    struct membuf *m = ctx;
+    if (m->len + len > m->cap) {
+        m->cap = (m->len + len) * 2;
+        m->p = realloc(m->p, m->cap);
+        assert_non_null(m->p);
+    }
+    memcpy(m->p + m->len, buf, len);
+    m->len += len;
+    return 0;
+}
+
+static struct membuf encoded(const struct sbf *f)
+{
+    struct membuf m = {0};
+    assert_int_equal(sbf_encode(f, mem_write, &m), SBF_OK);
+    return m;
+}
+
+struct shard_arg {
+    struct sbf *f;
+    const struct sbf_hash *h;
+    size_t n, added;
+    unsigned shard, nshards;
+    int rc;
+};
+
+static void *shard_thread(void *arg)
+{
+    struct shard_arg *a = arg;
+    a->rc = sbf_add_batch_shard(a->f, a->h, a->n, a->shard, a->nshards, &a->added);
+    return NULL;
+}
+
+/* A batch of new keys, keys only the older stages hold, and repeats within the batch. */
+static size_t shard_batch(struct sbf_hash *h)
+{
+    size_t n = 0;
+    for (uint64_t i = 0; i < 400; i++)
+        h[n++] = key(92, i);
+    for (uint64_t i = 0; i < 200; i++)
+        h[n++] = key(91, i * 7); /* added before the batch */
+    for (uint64_t i = 0; i < 100; i++)
+        h[n++] = key(92, i * 3); /* repeats of the batch's own keys */
+    return n;
+}
+
+/* Sharded adds from 1-4 threads leave the very filter (bits and counts) that serial adds
+ * in batch order leave, and report the same number of new keys. */
+static void test_shard_matches_serial(void **state)
+{
+    (void)state;
+    struct sbf_hash h[700];
+    size_t n = shard_batch(h);
+    for (unsigned nshards = 1; nshards <= 4; nshards++) {
+        struct sbf *serial = make(1000, 0.01), *sharded = make(1000, 0.01);
+        add_range(serial, 91, 0, 2000); /* grown: the older stages are probed too */
+        add_range(sharded, 91, 0, 2000);
+        assert_true(sbf_stage_count(sharded) >= 2);
+        assert_true(sbf_room(sharded) >= n);
+        size_t want = 0;
+        assert_int_equal(sbf_add_batch(serial, h, n, &want), SBF_OK);
+        struct shard_arg a[4];
+        pthread_t t[4];
+        for (unsigned i = 0; i < nshards; i++) {
+            a[i] = (struct shard_arg){.f = sharded, .h = h, .n = n, .shard = i, .nshards = nshards};
+            assert_int_equal(pthread_create(&t[i], NULL, shard_thread, &a[i]), 0);
+        }
+        size_t got = 0;
+        for (unsigned i = 0; i < nshards; i++) {
+            pthread_join(t[i], NULL);
+            assert_int_equal(a[i].rc, SBF_OK);
+            got += a[i].added;
+        }
+        assert_int_equal(got, want);
+        assert_true(want > 350 && want <= 400);
+        if (nshards > 1)
+            assert_true(a[0].added > 0 && a[nshards - 1].added > 0);
+        struct membuf x = encoded(serial), y = encoded(sharded);
+        assert_int_equal(x.len, y.len);
+        assert_memory_equal(x.p, y.p, x.len);
+        free(x.p);
+        free(y.p);
+        assert_int_equal(sbf_verify(sharded), SBF_OK);
+        sbf_free(serial);
+        sbf_free(sharded);
+    }
+}
+
+static void test_shard_refusals(void **state)
+{
+    (void)state;
+    struct sbf *f = make(1000, 0.01);
+    assert_int_equal(sbf_room(f), 1000);
+    add_range(f, 93, 0, 990);
+    assert_int_equal(sbf_room(f), 10);
+    struct sbf_hash h[11];
+    for (uint64_t i = 0; i < 11; i++)
+        h[i] = key(94, i);
+    size_t added = 99;
+    /* More keys than the newest stage takes: it might have to grow mid-batch. */
+    assert_int_equal(sbf_add_batch_shard(f, h, 11, 0, 1, &added), SBF_EINVAL);
+    assert_int_equal(sbf_add_batch_shard(f, h, 10, 2, 2, &added), SBF_EINVAL);
+    assert_int_equal(sbf_add_batch_shard(f, h, 10, 0, 0, &added), SBF_EINVAL);
+    assert_int_equal(added, 99);
+    assert_int_equal(sbf_room(f), 10); /* nothing was done */
+    assert_int_equal(sbf_add_batch_shard(f, h, 10, 0, 1, &added), SBF_OK);
+    assert_int_equal(sbf_room(f), 10 - added);
+    sbf_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -619,6 +738,8 @@ int main(void)
         cmocka_unit_test(test_union_intersect),
         cmocka_unit_test(test_union_budget),
         cmocka_unit_test(test_concurrent_reader),
+        cmocka_unit_test(test_shard_matches_serial),
+        cmocka_unit_test(test_shard_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
