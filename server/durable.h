@@ -5,8 +5,8 @@
  * once snapshots cover old segments.
  *
  * Modes: snapshot (no journal: a crash loses what the last snapshot missed), everysec
- * (records written at the end of every loop pass, fdatasync about once a second:
- * kill -9 loses at most the records of the pass in progress, power loss about a second),
+ * (records handed to the kernel within 10 ms or every 256 KiB, fdatasync about once a
+ * second: kill -9 loses at most those 10 ms, power loss about a second),
  * always (a write's reply waits for its record's fdatasync; every write of a loop pass
  * shares one: nothing acknowledged is lost, even on power loss).
  *

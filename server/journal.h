@@ -83,7 +83,7 @@ const char *journal_strerror(int err); /* a static text for a journal_err */
 
 enum journal_mode {
     JOURNAL_MODE_MANUAL,   /* no thread: the caller calls journal_write/journal_sync */
-    JOURNAL_MODE_EVERYSEC, /* thread: write what each commit hands it; sync each sync_ms */
+    JOURNAL_MODE_EVERYSEC, /* thread: write within 10 ms or per 256 KiB; sync each sync_ms */
     JOURNAL_MODE_ALWAYS,   /* thread: each journal_commit -> one write + one fdatasync */
 };
 
@@ -148,8 +148,9 @@ int journal_append(struct journal *j, const struct journal_record *rec, uint64_t
 /*
  * End of an event-loop pass: ALWAYS wakes the thread to write and fdatasync everything
  * appended so far as one group (groups that pile up while it syncs share the next
- * fdatasync); EVERYSEC wakes it to write(2) them (fdatasync once per sync_ms); MANUAL
- * does nothing. Cheap when the thread is busy: the signal finds no waiter.
+ * fdatasync); EVERYSEC has the thread write(2) them within 10 ms, at once if 256 KiB
+ * wait (fdatasync once per sync_ms), waking it only for the first of them or the 256 KiB;
+ * MANUAL does nothing. Cheap when the thread is busy: the signal finds no waiter.
  */
 void journal_commit(struct journal *j);
 

@@ -110,7 +110,7 @@ def test_drop_and_clear_survive_kill9(daemon_factory):
         assert c.cmd("DROP a") == "DELETED"
         assert c.cmd("CLEAR b") == "OK"
         c.add("keep", ["z"])
-        time.sleep(0.3)  # a loop pass and a write(2): everysec's promise on kill -9
+        time.sleep(0.3)  # past the 10 ms write(2): everysec's promise on kill -9
     d.kill()
     d.start()
     with d.client() as c:
@@ -158,7 +158,7 @@ def test_big_replay_is_exact(daemon_factory):
             before[name] = (info["items"], info["stages"], c.check(name, probes))
             assert all(c.check(name, keys))
         assert before["grow"][1] == "2" and before["big"][1] == "1", before
-        time.sleep(0.3)  # a loop pass and a write(2): everysec's promise on kill -9
+        time.sleep(0.3)  # past the 10 ms write(2): everysec's promise on kill -9
     d.kill()
     d.start()
     log = d.log()
