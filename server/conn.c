@@ -112,6 +112,8 @@ struct conn {
     unsigned auth_failures;    /* failed AUTHs so far */
     struct event *ev_auth;     /* timer releasing a failed AUTH's reply; NULL until one fails */
     struct parked *auth_reply; /* that reply, parked; NULL when none waits */
+    struct event *ev_pump;     /* active: answers arrived, pump later this pass; NULL until one */
+    bool pump_armed;           /* ev_pump is active */
     struct fair_link fair;     /* in the worker's backlog while its input waits for a turn */
     size_t turn_bytes;         /* input consumed this turn */
     size_t turn_keys;          /* keys executed this turn */
@@ -204,6 +206,8 @@ static void conn_free(struct conn *c)
     budget_release(&w->srv->budget, BUDGET_CONNECTIONS, c->charged);
     if (c->ev_auth != NULL)
         event_free(c->ev_auth);
+    if (c->ev_pump != NULL)
+        event_free(c->ev_pump); /* also takes it off the active queue */
     c->io->ops->close(c->io);
     free(c->in);
     proto_buf_free(&c->out);
@@ -237,7 +241,26 @@ static void conn_close(struct conn *c)
     conn_free(c);
 }
 
-/* The completion of a parked request: formats its reply and moves what it can. */
+/* Answers arrived this pass: writes them and goes on, once for all of them. */
+static void on_pump(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    c->pump_armed = false;
+    if (c->lingering && c->closing && !c->reading && c->parked == NULL) {
+        conn_free(c); /* the peer left while we were waiting */
+        return;
+    }
+    pump(c);
+}
+
+/*
+ * The completion of a parked request: formats its reply and moves what it can. The
+ * pump (the write, and parsing what waited behind) runs at the end of the pass: a group
+ * commit releases many replies of one connection at once, and they share one write(2).
+ * Without memory for that event it pumps at once.
+ */
 static void on_parked_done(struct completion *cpl, const struct result *r)
 {
     struct parked *p = (struct parked *)cpl;
@@ -251,11 +274,16 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     if (p != c->parked)
         return; /* an older request still waits: this reply waits behind it */
     release_parked(c);
-    if (c->lingering && c->closing && !c->reading && c->parked == NULL) {
-        conn_free(c); /* the peer left while we were waiting */
+    if (c->pump_armed)
+        return;
+    if (c->ev_pump == NULL)
+        c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
+    if (c->ev_pump != NULL) {
+        c->pump_armed = true;
+        event_active(c->ev_pump, 0, 0);
         return;
     }
-    pump(c);
+    on_pump(-1, 0, c);
 }
 
 /*
