@@ -373,6 +373,7 @@ int durable_start(struct server *srv)
     uint64_t min = max_snapshot_pos(srv);
     struct journal_opts o = {
         .mode = mode == DURABILITY_ALWAYS ? JOURNAL_MODE_ALWAYS : JOURNAL_MODE_EVERYSEC,
+        .spares = mode == DURABILITY_ALWAYS, /* its fdatasyncs are on every reply's path */
         .min_pos = rep.last_pos > min ? rep.last_pos : min,
     };
     if (journal_open(srv->cfg.data_dir, &o, &d->j, &err) != 0) {

@@ -8,7 +8,8 @@
  * (records handed to the kernel within 10 ms or every 256 KiB, fdatasync about once a
  * second: kill -9 loses at most those 10 ms, power loss about a second),
  * always (a write's reply waits for its record's fdatasync; every write of a loop pass
- * shares one: nothing acknowledged is lost, even on power loss).
+ * shares one: nothing acknowledged is lost, even on power loss; segments are written
+ * over spares, zeros made ahead, so those fdatasyncs never change a file's size).
  *
  * Threads: durable_check/append/reply and the events run on the worker's loop thread;
  * durable_replay on the loader (the job thread, before listening); durable_truncate on

@@ -102,6 +102,10 @@ struct journal_opts {
     uint32_t sync_ms;            /* EVERYSEC period; 0: 1000 */
     uint32_t retry_ms;           /* wait after a failure before writing again; 0: 200 */
     const struct journal_io *io; /* NULL: the real system calls; copied */
+    bool spares;                 /* write segments over zeros made ahead (SPARE_NAME in the
+                                    journal dir, by a thread of its own): an fdatasync then
+                                    never changes a file's size. For ALWAYS; the disk writes
+                                    each segment twice */
 };
 
 struct journal;
@@ -198,16 +202,17 @@ int journal_truncate_before(struct journal *j, uint64_t pos, unsigned *removed,
 
 /* Figures for STATS, since journal_open. */
 struct journal_stats {
-    uint64_t records;     /* appended */
-    uint64_t bytes;       /* appended (framing included) */
-    uint64_t writes;      /* write(2) calls that succeeded */
-    uint64_t syncs;       /* fdatasync(2) calls that succeeded */
-    uint64_t sync_ns_sum; /* time in fdatasync, total */
-    uint64_t sync_ns_max; /* and the longest one */
-    uint64_t failures;    /* writes or syncs that failed */
-    uint64_t segments;    /* created */
-    uint64_t buffered;    /* bytes appended and not yet durable */
-    bool broken;          /* journal_check would say JOURNAL_EBROKEN */
+    uint64_t records;        /* appended */
+    uint64_t bytes;          /* appended (framing included) */
+    uint64_t writes;         /* write(2) calls that succeeded */
+    uint64_t syncs;          /* fdatasync(2) calls that succeeded */
+    uint64_t sync_ns_sum;    /* time in fdatasync, total */
+    uint64_t sync_ns_max;    /* and the longest one */
+    uint64_t failures;       /* writes or syncs that failed */
+    uint64_t segments;       /* created */
+    uint64_t spare_segments; /* of them, started over a spare */
+    uint64_t buffered;       /* bytes appended and not yet durable */
+    bool broken;             /* journal_check would say JOURNAL_EBROKEN */
 };
 void journal_stats(const struct journal *j, struct journal_stats *out);
 
@@ -243,7 +248,8 @@ struct journal_replay_report {
     uint64_t last_pos; /* the highest valid position seen, 0 if none */
     uint64_t torn;     /* torn tails dropped */
     uint64_t torn_bytes;
-    uint64_t damaged; /* segments set aside (or kept in place, KEPT_BAD) */
+    uint64_t zero_bytes; /* zeros cut off the segments' ends (a spare's unused end) */
+    uint64_t damaged;    /* segments set aside (or kept in place, KEPT_BAD) */
 };
 
 /*

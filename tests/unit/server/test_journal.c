@@ -599,7 +599,8 @@ static void test_torn_tail(void **state)
         write_journal(fx, 10, 0);
         segment_path(fx, 0, seg, sizeof seg);
     }
-    /* Zeros after the last record (allocated, never written): torn, not damage. */
+    /* Zeros after the last record (a spare's unused end, or blocks allocated and never
+     * written): the end, cut off quietly; neither torn nor damage. */
     int fd = open(seg, O_WRONLY | O_APPEND);
     assert_true(fd >= 0);
     static const unsigned char zeros[4096];
@@ -607,9 +608,83 @@ static void test_torn_tail(void **state)
     close(fd);
     assert_int_equal(replay(fx, 0, &rep), 0);
     assert_int_equal(fx->ngot, 10);
-    assert_int_equal(rep.torn, 1);
-    assert_int_equal(rep.torn_bytes, sizeof zeros);
+    assert_int_equal(rep.torn + rep.damaged, 0);
+    assert_int_equal(rep.zero_bytes, sizeof zeros);
+    assert_int_equal(fx->nreports, 0);
     assert_int_equal(file_size(seg), full);
+    /* A last record cut short inside a spare: its end is zeros, then more zeros. Torn.
+     * The same with its header cut: torn too, never damage. */
+    size_t cut_at[] = {(size_t)full - 20, (size_t)full - last_len + 10};
+    for (size_t c = 0; c < 2; c++) {
+        fd = open(seg, O_WRONLY);
+        assert_true(fd >= 0);
+        assert_int_equal(pwrite(fd, zeros, (size_t)full - cut_at[c], (off_t)cut_at[c]),
+                         (ssize_t)((size_t)full - cut_at[c]));
+        assert_int_equal(pwrite(fd, zeros, sizeof zeros, full), (ssize_t)sizeof zeros);
+        close(fd);
+        assert_int_equal(replay(fx, 0, &rep), 0);
+        assert_int_equal(fx->ngot, 9);
+        assert_int_equal(rep.torn, 1);
+        assert_int_equal(rep.damaged, 0);
+        assert_int_equal(file_size(seg), full - (long)last_len);
+        remove_tree(fx->dir);
+        assert_int_equal(mkdir(fx->dir, 0700), 0);
+        write_journal(fx, 10, 0);
+        segment_path(fx, 0, seg, sizeof seg);
+    }
+}
+
+static long spare_size(struct fixture *fx)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/spare.tmp", fx->jdir);
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Spares: segments are written over zeros made ahead; the first segment is left for the
+ * first spare as soon as it is ready, later ones start on one; replay reads them all,
+ * and their unused ends are cut off as zeros, never reported. */
+static void test_spares(void **state)
+{
+    struct fixture *fx = *state;
+    const uint64_t segment = 64 * 1024;
+    struct journal_opts o = {.mode = JOURNAL_MODE_MANUAL, .segment_bytes = segment, .spares = true};
+    struct journal *j = open_manual(fx, &o);
+    struct journal_stats st;
+    size_t n = 0;
+    for (int tries = 0; tries < 1000; tries++, n++) { /* bounded: 2 s */
+        append_samples(j, n, 1);
+        assert_int_equal(journal_sync(j, NULL, NULL), 0);
+        journal_stats(j, &st);
+        if (st.spare_segments > 0)
+            break;
+        usleep(2000);
+    }
+    assert_int_equal(st.spare_segments, 1);
+    char seg[256];
+    segment_path(fx, 1, seg, sizeof seg);
+    assert_int_equal(file_size(seg), (long)segment); /* zeros ahead of the records */
+    for (int tries = 0; tries < 1000 && spare_size(fx) != (long)segment; tries++)
+        usleep(2000); /* the next spare */
+    size_t first = n + 1;
+    for (; n < first + 300; n++) { /* crosses a few segments */
+        append_samples(j, n + 1, 1);
+        assert_int_equal(journal_sync(j, NULL, NULL), 0);
+        usleep(200); /* lets the spare thread keep up */
+    }
+    journal_stats(j, &st);
+    assert_true(st.spare_segments >= 2);
+    close_ok(j);
+    assert_int_equal(spare_size(fx), -1); /* an unused spare is removed at close */
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, n + 1);
+    for (size_t i = 0; i < fx->ngot; i++)
+        assert_is_sample(&fx->got[i], i, i + 1);
+    assert_int_equal(rep.torn + rep.damaged, 0);
+    assert_true(rep.zero_bytes > 0); /* the last segment's unused end */
+    assert_int_equal(fx->nreports, 0);
 }
 
 static void test_middle_damage(void **state)
@@ -1193,6 +1268,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_always_group_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_everysec, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spares, setup, teardown),
         cmocka_unit_test_setup_teardown(test_middle_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_cut, setup, teardown),
