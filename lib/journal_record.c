@@ -75,6 +75,7 @@ static size_t payload_size(const struct journal_record *rec)
     size_t n = 1 + rec->name.len;
     switch (rec->type) {
     case JOURNAL_ADD:
+    case JOURNAL_ADD_NEW:
     case JOURNAL_DELETE:
         if (rec->nhashes == 0 || rec->nhashes > JOURNAL_MAX_HASHES || !rec->hashes)
             return 0;
@@ -133,6 +134,7 @@ long journal_record_encode(const struct journal_record *rec, uint64_t pos, void 
     p = put_name(p, rec->name);
     switch (rec->type) {
     case JOURNAL_ADD:
+    case JOURNAL_ADD_NEW:
     case JOURNAL_DELETE:
         le_put(p, rec->nhashes, 4);
         p += 4;
@@ -172,7 +174,7 @@ static bool header_ok(const unsigned char *h, size_t *plen)
     if (le_get(h + 16, 8) != XXH3_64bits(h, 16))
         return false;
     uint64_t len = le_get(h, 4);
-    if (h[4] < JOURNAL_ADD || h[4] > JOURNAL_DELETE || h[5] || h[6] || h[7] ||
+    if (h[4] < JOURNAL_ADD || h[4] > JOURNAL_ADD_NEW || h[5] || h[6] || h[7] ||
         le_get(h + 8, 8) == 0 || len == 0 || len > JOURNAL_RECORD_MAX_PAYLOAD)
         return false;
     *plen = (size_t)len;
@@ -219,6 +221,7 @@ static bool parse_payload(struct cursor *c, struct journal_scratch *scratch,
         return false;
     switch (rec->type) {
     case JOURNAL_ADD:
+    case JOURNAL_ADD_NEW:
     case JOURNAL_DELETE:
         if (!take(c, 4, &q))
             return false;

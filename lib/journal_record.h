@@ -47,6 +47,8 @@ enum journal_type {
     JOURNAL_INTERSECT = 6, /* name &= each of sources, in order */
     JOURNAL_ROTATE = 7,    /* a windowed filter advanced to time_ms */
     JOURNAL_DELETE = 8,    /* keys removed from an expandable filter (payload as ADD) */
+    JOURNAL_ADD_NEW = 9,   /* as ADD, but every key was new to the filter when it went in
+                              (CHECKADD's new keys): replay need not probe older stages */
 };
 
 /* A borrowed name; never NUL-terminated. */
@@ -94,6 +96,12 @@ bool journal_record_name_valid(const char *name, size_t len);
 
 /* Bytes encode would write for rec, or 0 if rec is invalid (JOURNAL_RECORD_EINVAL). */
 size_t journal_record_size(const struct journal_record *rec);
+
+/* True for the types whose payload is a name and hashes (ADD, ADD_NEW, DELETE). */
+static inline bool journal_record_has_hashes(const struct journal_record *rec)
+{
+    return rec->type == JOURNAL_ADD || rec->type == JOURNAL_ADD_NEW || rec->type == JOURNAL_DELETE;
+}
 
 /*
  * Encodes rec at position pos (> 0; rec->pos is ignored) into out[0, cap). Returns the

@@ -117,12 +117,12 @@ struct kind_ops {
     /*
      * Sharded adds for a writer with several threads (start-up replay), as sbf.h's
      * sbf_room and sbf_add_batch_shard: if n <= room(f), threads may each run one shard
-     * of the same batch at once, and together they make what add_batch would. NULL for
-     * kinds without.
+     * of the same batch at once, and together they make what add_batch would (fresh:
+     * keys known new to the filter, see sbf.h). NULL for kinds without.
      */
     uint64_t (*room)(const void *f);
     int (*add_batch_shard)(void *f, const struct sbf_hash *h, size_t n, unsigned shard,
-                           unsigned nshards, size_t *added);
+                           unsigned nshards, bool fresh, size_t *added);
 
     /*
      * Brings a time-driven filter up to now_ms (Unix ms): the windowed kind drops the

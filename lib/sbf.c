@@ -433,14 +433,15 @@ uint64_t sbf_room(const struct sbf *f)
 }
 
 /* The probe of add_one() without growth, for a key whose newest-stage block this shard
- * owns; counts it in *count instead of the stage. */
-static inline void shard_add_one(struct sbf *f, uint32_t n, struct sbf_hash h, size_t *count)
+ * owns (older stages unprobed if fresh); counts it in *count instead of the stage. */
+static inline void shard_add_one(struct sbf *f, uint32_t n, struct sbf_hash h, bool fresh,
+                                 size_t *count)
 {
     struct sbf_stage *s = &f->stages[n - 1];
     uint64_t mask[BLOOM_BLOCK_WORDS];
     bloom_mask(h, n - 1, s->k, mask);
     _Atomic uint64_t *block = stage_block(s, n - 1, h);
-    if (bloom_test(block, mask) || has(f, n - 1, h))
+    if (bloom_test(block, mask) || (!fresh && has(f, n - 1, h)))
         return;
     bloom_set(block, mask);
     (*count)++;
@@ -451,16 +452,18 @@ static inline void shard_add_one(struct sbf *f, uint32_t n, struct sbf_hash h, s
  * shard's slice of blocks, through a ring of keys whose blocks were prefetched.
  */
 int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsigned shard,
-                        unsigned nshards, size_t *added)
+                        unsigned nshards, bool fresh, size_t *added)
 {
     __extension__ typedef unsigned __int128 u128;
-    if (nshards == 0 || shard >= nshards || n > sbf_room(f))
-        return SBF_EINVAL;
+    if (nshards == 0 || shard >= nshards)
+        return SBF_EINVAL; /* n <= sbf_room() is the caller's to check: shards that have
+                              finished already count their keys */
     uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_acquire);
     const struct sbf_stage *s = &f->stages[ns - 1];
     uint64_t lo = (uint64_t)(((u128)s->nblocks * shard) / nshards);
     uint64_t hi = (uint64_t)(((u128)s->nblocks * (shard + 1)) / nshards);
-    size_t ahead = ns >= SHARD_LINES / 2 ? 2 : SHARD_LINES / ns;
+    uint32_t probed = fresh ? 1 : ns; /* stages each key touches: the newest last */
+    size_t ahead = probed >= SHARD_LINES / 2 ? 2 : SHARD_LINES / probed;
     struct sbf_hash ring[SHARD_LINES];
     size_t head = 0, len = 0, count = 0;
     for (size_t i = 0; i < n; i++) {
@@ -468,16 +471,19 @@ int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsig
         if (b < lo || b >= hi)
             continue;
         if (len == ahead) {
-            shard_add_one(f, ns, ring[head], &count);
+            shard_add_one(f, ns, ring[head], fresh, &count);
             head = (head + 1) % ahead;
             len--;
         }
-        prefetch(f, ns, h[i]);
+        if (fresh)
+            __builtin_prefetch((const void *)stage_block(s, ns - 1, h[i]), 0, 3);
+        else
+            prefetch(f, ns, h[i]);
         ring[(head + len) % ahead] = h[i];
         len++;
     }
     for (; len > 0; len--, head = (head + 1) % ahead)
-        shard_add_one(f, ns, ring[head], &count);
+        shard_add_one(f, ns, ring[head], fresh, &count);
     atomic_fetch_add_explicit(&f->stages[ns - 1].items, count, memory_order_relaxed);
     if (added)
         *added = count;

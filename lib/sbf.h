@@ -142,11 +142,16 @@ int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *
  * the newest stage lies in the i-th slice of its blocks, in batch order, and counts them
  * in the stage. Once all have returned, the filter is the one sbf_add_batch(f, h, n)
  * would have made, and the *added sum to its count. No other call may run meanwhile.
- * SBF_EINVAL (nothing done) if the shard is out of range or n > sbf_room(f).
+ * fresh: every key was absent from every stage when it was added before (a journal's
+ * record of CHECKADD's new keys, replayed over the same filter), so the older stages
+ * need no probe: one cache line per key whatever the stage count. The newest stage is
+ * still tested, so a key added twice is counted once.
+ * The caller checks n <= sbf_room(f) before the batch (the shards cannot: each counts
+ * its keys as it ends). SBF_EINVAL (nothing done) if the shard is out of range.
  */
 uint64_t sbf_room(const struct sbf *f);
 int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsigned shard,
-                        unsigned nshards, size_t *added);
+                        unsigned nshards, bool fresh, size_t *added);
 
 /*
  * dst |= src (or &=), stage by stage. The filters must be compatible (else

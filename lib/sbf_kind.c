@@ -53,9 +53,9 @@ static uint64_t k_room(const void *f)
 }
 
 static int k_add_batch_shard(void *f, const struct sbf_hash *h, size_t n, unsigned shard,
-                             unsigned nshards, size_t *added)
+                             unsigned nshards, bool fresh, size_t *added)
 {
-    return sbf_add_batch_shard(f, h, n, shard, nshards, added);
+    return sbf_add_batch_shard(f, h, n, shard, nshards, fresh, added);
 }
 
 static void k_clear(void *f)

@@ -105,8 +105,9 @@ static void note_adds(struct filter *f, const struct sbf_hash *h, size_t n)
         setop_note_adds(f->setop, h, n);
 }
 
-/* Journals keys h[0..n) added to f (with bits: only those it did not hold). Returns the
- * record's position, or 0 when none was written. */
+/* Journals keys h[0..n) added to f: with bits, only those it did not hold, as ADD_NEW
+ * (replay need not probe for them); without, all of them as ADD. Returns the record's
+ * position, or 0 when none was written. */
 static uint64_t journal_keys(struct server *srv, struct filter *f, const struct sbf_hash *h,
                              size_t n, const bool *bits)
 {
@@ -123,7 +124,10 @@ static uint64_t journal_keys(struct server *srv, struct filter *f, const struct 
     }
     if (m == 0)
         return 0;
-    struct journal_record rec = {.type = JOURNAL_ADD, .name = jname(f), .hashes = h, .nhashes = m};
+    struct journal_record rec = {.type = bits != NULL ? JOURNAL_ADD_NEW : JOURNAL_ADD,
+                                 .name = jname(f),
+                                 .hashes = h,
+                                 .nhashes = m};
     return durable_append(srv, f, &rec);
 }
 
@@ -250,12 +254,21 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
     uint64_t added = 0, pos = 0;
     int rc = SBF_OK;
     size_t n;
+    bool bits[COMMANDS_BATCH];
     while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
-        size_t k = 0;
-        rc = f->ops->add_batch(f->obj, h, n, &k);
+        /* checkadd tells which keys were new: only those are journaled, as ADD_NEW */
+        rc = f->ops->checkadd_batch(f->obj, h, n, bits);
         note_adds(f, h, n);
-        if (k > 0) /* a failed batch is journaled whole: replaying a few more keys is safe */
+        size_t k = 0;
+        if (rc != SBF_OK) { /* part of it may be in: journal all (a few more is safe) */
             pos = journal_keys(srv, f, h, n, NULL);
+            filter_touch(f);
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            k += !bits[i];
+        if (k > 0)
+            pos = journal_keys(srv, f, h, n, bits);
         added += k;
         st->keys_stored += n;
         filter_count_keys(f, n, k);
@@ -350,6 +363,7 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
             note_adds(f, h, n);
             if (rc != SBF_OK) {
                 pos = journal_keys(srv, f, h, n, NULL); /* part of it may be in: journal all */
+                filter_touch(f);
                 break;
             }
             size_t fresh = 0;

@@ -209,10 +209,11 @@ static int apply(void *ctx, const struct journal_record *rec)
 {
     struct replay *r = ctx;
     struct server *srv = r->srv;
-    if (rec->type == JOURNAL_ADD) {
+    if (rec->type == JOURNAL_ADD || rec->type == JOURNAL_ADD_NEW) {
         struct filter *f = target(r, rec);
         if (f != NULL) {
-            replay_adds_push(r->adds, f, rec->hashes, rec->nhashes, rec->pos);
+            replay_adds_push(r->adds, f, rec->hashes, rec->nhashes, rec->pos,
+                             rec->type == JOURNAL_ADD_NEW);
             filter_touch(f); /* the snapshot on disk lacks this */
             filter_unref(f);
             r->applied++;
@@ -521,7 +522,8 @@ uint64_t durable_append(struct server *srv, struct filter *f, const struct journ
 {
     if (!durable_on(srv))
         return 0;
-    if (f != NULL && f->ops->advance != NULL && rec->type == JOURNAL_ADD) {
+    if (f != NULL && f->ops->advance != NULL &&
+        (rec->type == JOURNAL_ADD || rec->type == JOURNAL_ADD_NEW)) {
         int64_t now = clock_wall_ms();
         if (now - f->rotated_ms >= DURABLE_ROTATE_MS || now < f->rotated_ms) {
             struct journal_record rot = {.type = JOURNAL_ROTATE, .name = rec->name, .time_ms = now};

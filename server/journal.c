@@ -1308,7 +1308,7 @@ int journal_check(const struct journal *j, struct journal_error *err)
 static struct journal_record piece(const struct journal_record *rec, size_t i)
 {
     struct journal_record p = *rec;
-    if (rec->type == JOURNAL_ADD || rec->type == JOURNAL_DELETE) {
+    if (journal_record_has_hashes(rec)) {
         size_t at = i * JOURNAL_MAX_HASHES, left = rec->nhashes - at;
         p.hashes = rec->hashes + at;
         p.nhashes = left < JOURNAL_MAX_HASHES ? left : JOURNAL_MAX_HASHES;
@@ -1322,7 +1322,7 @@ static struct journal_record piece(const struct journal_record *rec, size_t i)
 
 static size_t npieces(const struct journal_record *rec)
 {
-    if ((rec->type == JOURNAL_ADD || rec->type == JOURNAL_DELETE) && rec->nhashes > 0)
+    if (journal_record_has_hashes(rec) && rec->nhashes > 0)
         return (rec->nhashes + JOURNAL_MAX_HASHES - 1) / JOURNAL_MAX_HASHES;
     if ((rec->type == JOURNAL_UNION || rec->type == JOURNAL_INTERSECT) && rec->nsources > 0)
         return (rec->nsources + JOURNAL_MAX_SOURCES - 1) / JOURNAL_MAX_SOURCES;

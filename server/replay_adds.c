@@ -28,6 +28,7 @@ struct batch {
     struct sbf_hash *h;   /* BATCH_KEYS hashes */
     size_t n;             /* queued */
     uint64_t first, last; /* journal positions of its first and last record */
+    bool fresh;           /* of ADD_NEW records only: keys new to the filter */
 };
 
 struct shard {
@@ -52,7 +53,8 @@ static void *run_shard(void *arg)
 {
     struct shard *s = arg;
     struct filter *f = s->b->f;
-    s->rc = f->ops->add_batch_shard(f->obj, s->b->h, s->b->n, s->index, s->count, &s->added);
+    s->rc = f->ops->add_batch_shard(f->obj, s->b->h, s->b->n, s->index, s->count, s->b->fresh,
+                                    &s->added);
     return NULL;
 }
 
@@ -146,7 +148,7 @@ void replay_adds_flush(struct replay_adds *a)
 }
 
 void replay_adds_push(struct replay_adds *a, struct filter *f, const struct sbf_hash *h, size_t n,
-                      uint64_t pos)
+                      uint64_t pos, bool fresh)
 {
     if (a == NULL || n > BATCH_KEYS) { /* no queue, or a record bigger than a batch */
         replay_adds_flush(a);
@@ -157,12 +159,13 @@ void replay_adds_push(struct replay_adds *a, struct filter *f, const struct sbf_
         return;
     }
     struct batch *b = &a->fill;
-    if ((b->f != NULL && b->f != f) || b->n + n > BATCH_KEYS)
+    if ((b->f != NULL && (b->f != f || b->fresh != fresh)) || b->n + n > BATCH_KEYS)
         start(a);
     if (b->f == NULL) {
         filter_ref(f);
         b->f = f;
         b->first = pos;
+        b->fresh = fresh;
     }
     memcpy(b->h + b->n, h, n * sizeof *h);
     b->n += n;

@@ -8,6 +8,7 @@
 #ifndef BLOOMD_REPLAY_ADDS_H
 #define BLOOMD_REPLAY_ADDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,12 +23,13 @@ struct replay_adds;
 struct replay_adds *replay_adds_new(void);
 
 /*
- * Queues the n hashes of the ADD record at pos for f (which the queue then references).
+ * Queues the n hashes of the ADD record at pos for f (which the queue then references);
+ * fresh for an ADD_NEW record (keys new to f when added: older stages go unprobed).
  * If what was queued is for another filter or the queue is full, that batch is handed
  * to the threads first. Errors of the filter are logged.
  */
 void replay_adds_push(struct replay_adds *a, struct filter *f, const struct sbf_hash *h, size_t n,
-                      uint64_t pos);
+                      uint64_t pos, bool fresh);
 
 /* Applies everything queued and waits for it: before any record that is not an ADD. */
 void replay_adds_flush(struct replay_adds *a);

@@ -148,7 +148,7 @@ static struct journal_record sample(size_t i)
         r.nhashes = 1;
         break;
     default:
-        r.type = JOURNAL_ADD;
+        r.type = i % 16 == 7 ? JOURNAL_ADD_NEW : JOURNAL_ADD;
         r.hashes = hashes + i;
         r.nhashes = 1 + i % 100;
         break;
