@@ -58,6 +58,22 @@ wait_port() {
     return 1
 }
 
+# journal_bytes PORT: STATS journal_bytes of the bloomd on PORT (bytes its journal took,
+# framing included); empty if it does not answer within 5 s.
+journal_bytes() {
+    local line
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 0
+    printf 'STATS\r\n' >&3
+    while IFS= read -r -t 5 line <&3; do
+        line=${line%$'\r'}
+        case $line in
+        "STAT journal_bytes "*) echo "${line#STAT journal_bytes }" ;;
+        END) break ;;
+        esac
+    done
+    exec 3>&-
+}
+
 # Empty when the process is gone (a server that died mid-row: loadgen fails that row).
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
 
@@ -179,6 +195,12 @@ row() {
     out=$("$LOADGEN" --port "$PORT" --keys "$KEYS" --key-len "$KEY_LEN" --repeat "$REPEAT" --conns "$CONNS" \
         --duration "$bound" "$@") || rc=$?
     after=$(rss_kb "$PID")
+    # What the durable rows wrote: bloomd's journal, Redis's append-only file.
+    local disk=
+    case $server in
+    bloomd_everysec | bloomd_always) disk=$(journal_bytes "$PORT") ;;
+    redis) [ "${REDIS_AOF[1]}" = yes ] && disk=$(du -sb "$TMP/redis.${#ROWS[@]}" | cut -f1) ;;
+    esac
     cleanup
     printf '%s\n' "$out" | grep '^#' >&2 || true
     local res
@@ -187,7 +209,7 @@ row() {
         echo "run_net.sh: $label: loadgen failed (exit $rc)" >&2
         FAILED=1
     fi
-    ROWS+=("$label|$res rss_before_kb=$before rss_after_kb=$after rc=$rc")
+    ROWS+=("$label|$res rss_before_kb=$before rss_after_kb=$after disk_bytes=${disk:-0} rc=$rc")
 }
 
 CREATE="capacity=$CAPACITY error=$ERROR"
@@ -261,9 +283,13 @@ END {
 }
 function ratio(x) { return x >= 10 ? sprintf("%.0fx", x) : sprintf("%.2fx", x) }'
 # Durability and protocol ratios, from the same run.
-printf '%s\n' "${ROWS[@]}" | awk -v batch="$BATCH" '{
+printf '%s\n' "${ROWS[@]}" | awk -v batch="$BATCH" -v keys="$KEYS" '{
     split($0, lr, "|"); v = lr[2]; sub(/.*keys_per_s=/, "", v); sub(/ .*/, "", v)
-    if (lr[2] != "") k[lr[1]] = v + 0 }
+    if (lr[2] != "") k[lr[1]] = v + 0
+    b = lr[2]; sub(/.*disk_bytes=/, "", b); sub(/ .*/, "", b)
+    e = lr[2]; sub(/.*expected_new=/, "", e); sub(/ .*/, "", e)
+    if (lr[2] ~ /expected_new=/ && e + 0 > 0) keys_row = e + 0; else keys_row = keys
+    if (b + 0 > 0) { d_s = d_s sprintf(" %s %.1f bytes;", lr[1], b / keys_row); d_n++ } }
 END {
     base = k["bloomd CHECKADD " batch " keys/line"]
     if (base > 0) {
@@ -282,6 +308,8 @@ END {
     if (d > 0)
         printf "twemproxy: 2 bloomd behind nutcracker %.2fx one bloomd direct\n",
             k["bloomd memcached add, nutcracker x2"] / d
+    if (d_n > 0)
+        printf "on disk per distinct key:%s\n", d_s
     s = k["bloomd CHECKADD " batch " keys/line, sized"]
     if (s > 0)
         printf "window: window=1h generations=4 sized for the keys %.2fx the sized plain filter\n",

@@ -30,7 +30,11 @@
 #define DEFAULT_MAX_BUFFER ((uint64_t)256 << 20)
 #define DEFAULT_SYNC_MS 1000u
 #define DEFAULT_RETRY_MS 200u
-#define EVERYSEC_SYNC_BYTES ((size_t)64 << 20) /* EVERYSEC: sync early past this unsynced */
+/* EVERYSEC: sync early once this much is unsynced. Every unsynced byte is kept in memory
+ * (see above), so this bounds what the journal holds: 64 MiB cost 12.6 bytes of RSS per
+ * key in bench-net (the buffer and its swapped twin), 16 MiB about 3. */
+#define EVERYSEC_SYNC_BYTES ((size_t)16 << 20)
+#define WBUF_KEEP ((size_t)4 << 20) /* a synced write buffer bigger than this is freed */
 /* EVERYSEC hands records to the kernel once this many are pending, or this long after
  * the first of them: a wake-up and a write(2) per loop pass cost the loop's futex wake
  * and a context switch each (~10 ns of CPU per key at 100 keys a request). */
@@ -70,6 +74,7 @@ struct journal {
     bool commit_req;           /* ALWAYS: a group waits */
     bool write_req;            /* EVERYSEC: EVERYSEC_WRITE_BYTES wait to be written */
     bool write_armed;          /* EVERYSEC: records wait; the thread writes them by a deadline */
+    bool urgent;               /* EVERYSEC: a record other than keys waits: write at once */
     bool stop;                 /* journal_close: finish and exit */
     bool broken;               /* the last write/sync failed; appends refused */
     struct journal_error fail; /* why, while broken */
@@ -981,6 +986,10 @@ static int flush_round(struct journal *j, bool sync, struct journal_error *out)
             j->wbuf.len = 0;
             j->wbuf_written = 0;
             atomic_store(&j->durable_pos, j->wbuf_last);
+            if (j->wbuf.cap > WBUF_KEEP) { /* else it is swapped into pending, and stays */
+                free(j->wbuf.p);
+                j->wbuf = (struct buf){0};
+            }
         }
     }
     if (rc != 0 && (err->step == JOURNAL_STEP_WRITE || err->step == JOURNAL_STEP_SYNC)) {
@@ -1096,6 +1105,7 @@ static void *journal_thread(void *arg)
         j->commit_req = false;
         j->write_req = false;
         j->write_armed = false;
+        j->urgent = false;
         pthread_mutex_unlock(&j->mu);
         int rc = flush_round(j, sync || stop, &e);
         pthread_mutex_lock(&j->mu);
@@ -1368,6 +1378,10 @@ int journal_append(struct journal *j, const struct journal_record *rec, uint64_t
     }
     j->st.records += n;
     j->st.bytes += total;
+    /* CREATE, DROP, CLEAR, UNION, INTERSECT: rare, and a kill -9 right after DROP's reply
+     * must not bring the filter back, so they go to the kernel at the end of the pass. */
+    if (!journal_record_has_hashes(rec) && rec->type != JOURNAL_ROTATE)
+        j->urgent = true;
     atomic_store(&j->last_pos, j->next_pos - 1);
     if (pos)
         *pos = j->next_pos - 1;
@@ -1386,9 +1400,10 @@ void journal_commit(struct journal *j)
             j->commit_req = true;
             pthread_cond_signal(&j->cond);
         }
-    } else if (j->pending.len >= EVERYSEC_WRITE_BYTES && !j->write_req) {
+    } else if ((j->pending.len >= EVERYSEC_WRITE_BYTES || j->urgent) && !j->write_req) {
         /* Written off the loop in 256 KiB pieces or every 10 ms, whichever comes first,
-         * so a kill -9 loses at most that; fdatasync once per sync_ms. */
+         * so a kill -9 loses at most that (records other than keys: at once); fdatasync
+         * once per sync_ms. */
         j->write_req = true;
         pthread_cond_signal(&j->cond);
     } else if (j->pending.len > 0 && !j->write_armed && !j->write_req) {
