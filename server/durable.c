@@ -366,7 +366,7 @@ int durable_start(struct server *srv)
     if (rep.records > 0)
         log_msg(LOG_INFO,
                 "journal: replayed %llu of %llu records from %llu segments in %llu ms (%llu "
-                "covered by snapshots); %llu keys added, %llu of them from %u threads",
+                "covered by snapshots); %llu keys replayed, %llu of them by %u threads",
                 (unsigned long long)r.applied, (unsigned long long)rep.records,
                 (unsigned long long)rep.segments, (unsigned long long)(clock_mono_ms() - t0),
                 (unsigned long long)r.skipped, (unsigned long long)fig.keys,

@@ -169,7 +169,7 @@ def test_big_replay_is_exact(daemon_factory):
     d.kill()
     d.start()
     log = d.log()
-    m = re.search(r"(\d+) keys added, (\d+) of them from (\d+) threads", log)
+    m = re.search(r"(\d+) keys replayed, (\d+) of them by (\d+) threads", log)
     assert m, log[-2000:]
     keys, sharded, threads = (int(g) for g in m.groups())
     new = {name: int(before[name][0]) for name in added}
