@@ -145,7 +145,9 @@ int sbf_checkadd_batch(struct sbf *f, const struct sbf_hash *h, size_t n, bool *
  * fresh: every key was absent from every stage when it was added before (a journal's
  * record of CHECKADD's new keys, replayed over the same filter), so the older stages
  * need no probe: one cache line per key whatever the stage count. The newest stage is
- * still tested, so a key added twice is counted once.
+ * still tested, so a key added twice is counted once. If the filter already holds a key
+ * in an older stage (a snapshot that caught adds past the position it claims, then grew),
+ * that key is counted again: items a little high, never a false negative.
  * The caller checks n <= sbf_room(f) before the batch (the shards cannot: each counts
  * its keys as it ends). SBF_EINVAL (nothing done) if the shard is out of range.
  */

@@ -261,14 +261,15 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
         note_adds(f, h, n);
         size_t k = 0;
         if (rc != SBF_OK) { /* part of it may be in: journal all (a few more is safe) */
-            pos = journal_keys(srv, f, h, n, NULL);
+            uint64_t p = journal_keys(srv, f, h, n, NULL);
+            pos = p > 0 ? p : pos;
             filter_touch(f);
             break;
         }
         for (size_t i = 0; i < n; i++)
             k += !bits[i];
-        if (k > 0)
-            pos = journal_keys(srv, f, h, n, bits);
+        uint64_t p = k > 0 ? journal_keys(srv, f, h, n, bits) : 0;
+        pos = p > 0 ? p : pos; /* a failed append (0) must not release earlier records */
         added += k;
         st->keys_stored += n;
         filter_count_keys(f, n, k);
@@ -362,7 +363,8 @@ static int cmd_check(struct server *srv, struct stats *st, const struct proto_re
             rc = f->ops->checkadd_batch(f->obj, h, n, bits);
             note_adds(f, h, n);
             if (rc != SBF_OK) {
-                pos = journal_keys(srv, f, h, n, NULL); /* part of it may be in: journal all */
+                uint64_t p = journal_keys(srv, f, h, n, NULL); /* part may be in: all */
+                pos = p > 0 ? p : pos;
                 filter_touch(f);
                 break;
             }

@@ -11,7 +11,8 @@
  *
  * Replay rule: a record about filter f is applied only if its position is above the one
  * f's snapshot covers (f->journal_pos). Adds, unions and clears are idempotent, so a
- * snapshot that caught a little more than it claims is harmless.
+ * snapshot that caught a little more than it claims is harmless (ADD_NEW keys it caught
+ * in an older stage count twice in items: see sbf_add_batch_shard).
  */
 #include "server/durable.h"
 

@@ -317,7 +317,7 @@ static int rename_noreplace(int dirfd, const char *from, const char *to)
 {
     if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
         return 0;
-    if (errno != EINVAL || linkat(dirfd, from, dirfd, to, 0) != 0)
+    if ((errno != EINVAL && errno != ENOSYS) || linkat(dirfd, from, dirfd, to, 0) != 0)
         return -1;
     if (unlinkat(dirfd, from, 0) != 0) {
         int e = errno;
@@ -427,17 +427,45 @@ static bool all_zero(const unsigned char *p, size_t n)
     return acc == 0;
 }
 
-/* Offset just past the last non-zero byte of p[0,n) and the rest of fd (read into buf),
- * relative to p: 0 if all are zero. Returns false on a read error (*sys set). */
-static bool nonzero_end(int fd, unsigned char *buf, const unsigned char *p, size_t n, bool eof,
-                        uint64_t *end, int *sys)
+/* What follows a bad frame: where its non-zero bytes end, and the first sector of zeros. */
+struct tail_scan {
+    uint64_t end;  /* just past the last non-zero byte, from the frame's start; 0: none */
+    uint64_t hole; /* the first SECTOR-aligned run of SECTOR zero bytes, from there too;
+                      UINT64_MAX if none */
+};
+
+#define SECTOR 512u
+
+/* Notes c[0,len), at offset at from the frame (file offset base + at), in *t. */
+static void tail_chunk(struct tail_scan *t, const unsigned char *c, size_t len, uint64_t base,
+                       uint64_t at)
 {
-    *end = 0;
-    size_t k = n;
-    while (k > 0 && p[k - 1] == 0)
-        k--;
-    *end = k;
-    uint64_t at = n; /* offset of buf[0] relative to p */
+    if (len == 0 || all_zero(c, len)) {
+        if (len >= SECTOR && t->hole == UINT64_MAX) {
+            uint64_t skip = (SECTOR - (base + at) % SECTOR) % SECTOR;
+            if (skip + SECTOR <= len)
+                t->hole = at + skip;
+        }
+        return;
+    }
+    size_t m = len;
+    while (c[m - 1] == 0)
+        m--;
+    t->end = at + m;
+    for (uint64_t s = (SECTOR - (base + at) % SECTOR) % SECTOR;
+         t->hole == UINT64_MAX && s + SECTOR <= len; s += SECTOR)
+        if (all_zero(c + s, SECTOR))
+            t->hole = at + s;
+}
+
+/* Scans p[0,n) (at file offset base) and the rest of fd (read into buf) into *t. Returns
+ * false on a read error (*sys set). A zero sector astride two reads goes unseen. */
+static bool scan_tail(int fd, unsigned char *buf, const unsigned char *p, size_t n, bool eof,
+                      uint64_t base, struct tail_scan *t, int *sys)
+{
+    *t = (struct tail_scan){.end = 0, .hole = UINT64_MAX};
+    tail_chunk(t, p, n, base, 0);
+    uint64_t at = n; /* offset of buf[0] from p */
     while (!eof) {
         ssize_t got = read_some(fd, buf, READ_BUF_BYTES);
         if (got < 0) {
@@ -446,12 +474,7 @@ static bool nonzero_end(int fd, unsigned char *buf, const unsigned char *p, size
         }
         if (got == 0)
             break;
-        if (!all_zero(buf, (size_t)got)) {
-            size_t m = (size_t)got;
-            while (buf[m - 1] == 0)
-                m--;
-            *end = at + m;
-        }
+        tail_chunk(t, buf, (size_t)got, base, at);
         at += (uint64_t)got;
     }
     return true;
@@ -503,17 +526,22 @@ static int scan_segment(int fd, struct reader *r, record_fn each, void *ctx, str
                                                             : SEG_TORN;
             return 0;
         }
-        /* Damage, unless it is the end: nothing but zeros from here (a spare segment's
-         * unused end), or nothing but zeros after the frame whose bytes did not all reach
-         * the disk (its claimed size if its header is intact, else the header's). */
+        /*
+         * Damage, unless it is the end: nothing but zeros from here (a spare segment's
+         * unused end); nothing but zeros after the frame whose bytes did not all reach
+         * the disk (its claimed size if its header is intact, else the header's); or a
+         * sector of zeros before the last data: a write torn by a crash, whose sectors
+         * reached the disk in any order (over a spare nothing else leaves zeros; frames
+         * never hold 512 of them). Such data was never synced, so never acknowledged.
+         */
         size_t claimed = journal_record_claimed_size(r->buf + at, have - at);
-        uint64_t end;
+        struct tail_scan t;
         *sys = 0;
-        if (!nonzero_end(fd, r->buf, r->buf + at, have - at, eof, &end, sys))
+        if (!scan_tail(fd, r->buf, r->buf + at, have - at, eof, out->valid_end, &t, sys))
             return JOURNAL_ESYS;
-        if (end == 0) {
+        if (t.end == 0) {
             out->state = SEG_ZEROS;
-        } else if (end <= (claimed != 0 ? claimed : JOURNAL_RECORD_HEADER)) {
+        } else if (t.end <= (claimed != 0 ? claimed : JOURNAL_RECORD_HEADER) || t.hole < t.end) {
             out->state = SEG_TORN;
         } else {
             out->state = SEG_DAMAGED;
@@ -749,6 +777,23 @@ static void signal_loop(struct journal *j)
 
 /* ---- spares ---- */
 
+/* True if every byte of fd is zero (reads it from the start). */
+static bool file_is_zeros(int fd)
+{
+    unsigned char *buf = malloc(SPARE_CHUNK);
+    if (buf == NULL || lseek(fd, 0, SEEK_SET) != 0) {
+        free(buf);
+        return false;
+    }
+    ssize_t got;
+    bool zeros = true;
+    while (zeros && (got = read_some(fd, buf, SPARE_CHUNK)) > 0)
+        zeros = all_zero(buf, (size_t)got);
+    zeros = zeros && got == 0;
+    free(buf);
+    return zeros;
+}
+
 /* Makes SPARE_NAME: segment_bytes of zeros, synced. Returns its fd, or -1 (no room). */
 static int make_spare(struct journal *j)
 {
@@ -804,31 +849,55 @@ static void *spare_thread(void *arg)
     return NULL;
 }
 
-/* True if a spare is ready (the flusher may then start a segment early with it). */
+/* True if a spare is ready (the flusher may then start a segment early with it); never
+ * while stopping (it would only be renamed and left unused). */
 static bool spare_ready(struct journal *j)
 {
     if (!j->spares)
         return false;
     pthread_mutex_lock(&j->mu);
-    bool ready = j->spare_fd >= 0;
+    bool ready = j->spare_fd >= 0 && !j->stop;
     pthread_mutex_unlock(&j->mu);
     return ready;
 }
 
-/* The ready spare renamed to name (never over a file), with another one asked for; -1 if
- * none is ready or it cannot be renamed. */
+/* Under mu: closes and removes the ready spare, if any. */
+static void drop_spare(struct journal *j)
+{
+    if (j->spare_fd < 0)
+        return;
+    close(j->spare_fd);
+    j->spare_fd = -1;
+    (void)unlinkat(j->dirfd, SPARE_NAME, 0);
+}
+
+/*
+ * The ready spare renamed to name (never over a file), with another one asked for; -1 if
+ * none is ready or it cannot be renamed. A rename that fails for another reason than an
+ * existing name turns spares off: it would fail again at every commit. The rename runs
+ * outside mu (a directory operation; the loop appends under mu), which is safe: the
+ * spare thread leaves a ready spare alone and only the flusher takes it.
+ */
 static int take_spare(struct journal *j, const char *name)
 {
     if (!j->spares)
         return -1;
     pthread_mutex_lock(&j->mu);
     int fd = j->spare_fd;
-    if (fd >= 0 && rename_noreplace(j->dirfd, SPARE_NAME, name) == 0) {
-        j->spare_fd = -1;
-    } else {
-        fd = -1; /* a leftover of that name: the usual way (it stays the spare) */
+    pthread_mutex_unlock(&j->mu);
+    int e = 0;
+    if (fd >= 0 && rename_noreplace(j->dirfd, SPARE_NAME, name) != 0) {
+        e = errno;
+        fd = -1;
     }
-    if (j->spare_fd < 0 && !j->spare_want) {
+    pthread_mutex_lock(&j->mu);
+    if (fd >= 0) {
+        j->spare_fd = -1;
+    } else if (e != 0 && e != EEXIST) {
+        drop_spare(j);
+        j->spares = false;
+    }
+    if (j->spares && j->spare_fd < 0 && !j->spare_want) {
         j->spare_want = true;
         pthread_cond_signal(&j->spare_cond);
     }
@@ -847,11 +916,7 @@ static void stop_spares(struct journal *j)
         pthread_join(j->spare_thread, NULL);
         j->spare_threaded = false;
     }
-    if (j->spare_fd >= 0) {
-        close(j->spare_fd);
-        j->spare_fd = -1;
-        (void)unlinkat(j->dirfd, SPARE_NAME, 0);
-    }
+    drop_spare(j); /* the thread is gone: no lock needed */
 }
 
 /*
@@ -872,13 +937,17 @@ static int new_segment(struct journal *j, struct journal_error *err)
         j->st.spare_segments++;
         pthread_mutex_unlock(&j->mu);
     }
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
+    int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
     if (fd < 0)
         fd = openat(j->dirfd, name, flags | O_EXCL, 0644);
     if (fd < 0 && errno == EEXIST) {
         struct stat st;
         fd = openat(j->dirfd, name, flags, 0644);
-        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 0)) {
+        bool zeros = false; /* a spare renamed here before a failed directory fsync */
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+            zeros = file_is_zeros(fd) && lseek(fd, 0, SEEK_SET) == 0;
+        j->seg_spare = zeros;
+        if (fd >= 0 && !zeros && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 0)) {
             close(fd);
             fd = -1;
             if (set_aside(j->dirfd, name, to, sizeof to) == 0)
@@ -992,6 +1061,11 @@ static int flush_round(struct journal *j, bool sync, struct journal_error *out)
             }
         }
     }
+    if (rc != 0 && (err->sys == ENOSPC || err->sys == EDQUOT) && j->spares) {
+        pthread_mutex_lock(&j->mu);
+        drop_spare(j); /* the space it holds is the journal's; a new one needs room first */
+        pthread_mutex_unlock(&j->mu);
+    }
     if (rc != 0 && (err->step == JOURNAL_STEP_WRITE || err->step == JOURNAL_STEP_SYNC)) {
         /* What reached the file after the last good sync cannot be trusted (a failed
          * fdatasync may have dropped dirty pages): cut back and write it all again. */
@@ -1095,7 +1169,10 @@ static void *journal_thread(void *arg)
                 }
                 if (armed && passed(&write_by))
                     break;
-                pthread_cond_timedwait(&j->cond, &j->mu, armed ? &write_by : &tick);
+                bool first =
+                    armed && (write_by.tv_sec < tick.tv_sec ||
+                              (write_by.tv_sec == tick.tv_sec && write_by.tv_nsec < tick.tv_nsec));
+                pthread_cond_timedwait(&j->cond, &j->mu, first ? &write_by : &tick);
             }
             sync = j->stop || passed(&tick);
             if (sync)

@@ -634,6 +634,81 @@ static void test_torn_tail(void **state)
     }
 }
 
+/* A write torn by a crash over a spare: its sectors reached the disk in any order, so a
+ * sector of zeros sits before data of the same write. That is a torn end (nothing after
+ * it was synced), not damage in the middle. */
+static void test_torn_write_with_holes(void **state)
+{
+    struct fixture *fx = *state;
+    char seg[256];
+    write_journal(fx, 200, 0);
+    segment_path(fx, 0, seg, sizeof seg);
+    long full = file_size(seg);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, 200);
+    /* Zero one aligned sector in the second half, and pad with zeros like a spare. */
+    long hole = (full / 2 + 511) / 512 * 512;
+    assert_true(hole + 512 < full - 1024);
+    size_t before = 0; /* records wholly before the hole */
+    for (long off = 0; before < fx->ngot && off + (long)fx->got[before].len <= hole; before++)
+        off += (long)fx->got[before].len;
+    static const unsigned char zeros[4096];
+    int fd = open(seg, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, zeros, 512, hole), 512);
+    assert_int_equal(pwrite(fd, zeros, sizeof zeros, full), (ssize_t)sizeof zeros);
+    close(fd);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, before);
+    assert_int_equal(rep.torn, 1);
+    assert_int_equal(rep.damaged, 0);
+    for (size_t i = 0; i < fx->ngot; i++)
+        assert_is_sample(&fx->got[i], i, i + 1);
+    /* The same bytes without the hole, but one flipped bit there: damage, set aside. */
+    remove_tree(fx->dir);
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    write_journal(fx, 200, 0);
+    segment_path(fx, 0, seg, sizeof seg);
+    fd = open(seg, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char b;
+    assert_int_equal(pread(fd, &b, 1, hole), 1);
+    b ^= 0x10;
+    assert_int_equal(pwrite(fd, &b, 1, hole), 1);
+    assert_int_equal(pwrite(fd, zeros, sizeof zeros, full), (ssize_t)sizeof zeros);
+    close(fd);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(rep.damaged, 1);
+    assert_int_equal(rep.torn, 0);
+}
+
+/* A segment named for the next position that holds only zeros (a spare renamed into
+ * place before a failed directory fsync, or a crash) is written over, not set aside. */
+static void test_zero_segment_reused(void **state)
+{
+    struct fixture *fx = *state;
+    assert_int_equal(mkdir(fx->jdir, 0700), 0);
+    char seg[256];
+    snprintf(seg, sizeof seg, "%s/00000000000000000001.log", fx->jdir);
+    int fd = open(seg, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    static const unsigned char zeros[65536];
+    assert_int_equal(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    close(fd);
+    struct journal *j = open_manual(fx, NULL);
+    append_samples(j, 0, 20);
+    assert_int_equal(journal_sync(j, NULL, NULL), 0);
+    assert_int_equal(file_size(seg), (long)sizeof zeros); /* written over the zeros */
+    close_ok(j);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, 20);
+    assert_int_equal(rep.torn + rep.damaged, 0);
+    assert_true(rep.zero_bytes > 0);
+    assert_int_equal(fx->nreports, 0);
+}
+
 static long spare_size(struct fixture *fx)
 {
     char path[256];
@@ -1269,6 +1344,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_everysec, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spares, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torn_write_with_holes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zero_segment_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_middle_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_cut, setup, teardown),
