@@ -16,6 +16,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -436,6 +437,8 @@ static void flush_out(struct conn *c)
                 break;
             if (errno == EINTR)
                 continue;
+            if (errno == EPIPE || errno == ECONNRESET)
+                die("conn %d: server closed the connection (write: %s)", c->id, strerror(errno));
             die("conn %d: write: %s", c->id, strerror(errno));
         }
         c->woff += (size_t)w;
@@ -991,6 +994,8 @@ bad:
 
 int main(int argc, char **argv)
 {
+    /* A server that hangs up is a reported failure (EPIPE), not death by signal. */
+    signal(SIGPIPE, SIG_IGN);
     parse_args(argc, argv);
     setup();
     run();
