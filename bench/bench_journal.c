@@ -3,13 +3,15 @@
  * bench_journal [dir]`, default a temporary directory under /tmp): append cost on the
  * loop (records of 100 hashes), write throughput, group-commit latency under `always`
  * with 1, 4 and 64 writers per loop pass (each pass waits for its fdatasync, as held
- * replies do), pipelined runs (passes keep coming while the thread syncs) under `always`,
+ * replies do), appending and over spares (zeros made ahead, as the daemon under always),
+ * pipelined runs (passes keep coming while the thread syncs) under `always`,
  * `everysec` and appends alone (the loop's baseline), and
  * replay speed with a no-op apply and with sbf_add_batch into a filter.
  */
 #include <dirent.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,9 +59,9 @@ static void clean(const char *dir)
     rmdir(path);
 }
 
-static struct journal *open_mode(const char *dir, enum journal_mode mode)
+static struct journal *open_mode(const char *dir, enum journal_mode mode, bool spares)
 {
-    struct journal_opts o = {.mode = mode, .max_buffer = (uint64_t)1 << 30};
+    struct journal_opts o = {.mode = mode, .max_buffer = (uint64_t)1 << 30, .spares = spares};
     struct journal *j;
     struct journal_error e;
     if (journal_open(dir, &o, &j, &e) != 0)
@@ -77,7 +79,7 @@ static struct journal_record rec_of(size_t i)
 
 static void bench_append(const char *dir)
 {
-    struct journal *j = open_mode(dir, JOURNAL_MODE_MANUAL);
+    struct journal *j = open_mode(dir, JOURNAL_MODE_MANUAL, false);
     struct journal_error e;
     /* Steady state on the loop: 64 appends per pass, then the flusher takes the buffer
      * (its write is not the loop's time, so it is not counted here). */
@@ -140,12 +142,26 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Passes of `writers` appends, each pass waiting for its own fdatasync. */
-static void bench_always(const char *dir, int writers, int passes)
+/* Passes of `writers` appends, each pass waiting for its own fdatasync; with spares, once
+ * the journal writes over one (the daemon's way under always). */
+static void bench_always(const char *dir, int writers, int passes, bool spares)
 {
-    struct journal *j = open_mode(dir, JOURNAL_MODE_ALWAYS);
+    struct journal *j = open_mode(dir, JOURNAL_MODE_ALWAYS, spares);
     struct waiter w = {.durable = journal_durable_pos(j)};
     double *lat = malloc((size_t)passes * sizeof *lat);
+    for (int tries = 0; spares && tries < 1000; tries++) { /* bounded: ~10 s */
+        struct journal_stats st;
+        journal_stats(j, &st);
+        if (st.spare_segments > 0)
+            break;
+        struct journal_record r = rec_of(0);
+        uint64_t pos = 0;
+        if (journal_append(j, &r, &pos) != 0)
+            die("append", NULL);
+        journal_commit(j);
+        usleep(10000);
+        journal_poll(j, on_event, &w);
+    }
     double t0 = now();
     for (int p = 0; p < passes; p++) {
         uint64_t pos = 0;
@@ -169,9 +185,10 @@ static void bench_always(const char *dir, int writers, int passes)
     }
     double t = now() - t0;
     qsort(lat, (size_t)passes, sizeof *lat, cmp_double);
-    printf("always   %2d writers/pass: %5.2f ms median, %5.2f ms p99 commit->durable; "
+    printf("always%s %2d writers/pass: %5.2f ms median, %5.2f ms p99 commit->durable; "
            "%6.0f records/s = %5.2f M keys/s\n",
-           writers, lat[passes / 2], lat[passes * 99 / 100], writers * (double)passes / t,
+           spares ? " over spares" : "            ", writers, lat[passes / 2],
+           lat[passes * 99 / 100], writers * (double)passes / t,
            writers * (double)passes * HASHES / t / 1e6);
     free(lat);
     struct journal_error e;
@@ -180,9 +197,10 @@ static void bench_always(const char *dir, int writers, int passes)
 }
 
 /* Passes never wait: the thread's fdatasyncs each take every pass appended meanwhile. */
-static void bench_pipelined(const char *dir, enum journal_mode mode, int writers, double seconds)
+static void bench_pipelined(const char *dir, enum journal_mode mode, int writers, double seconds,
+                            bool spares)
 {
-    struct journal *j = open_mode(dir, mode);
+    struct journal *j = open_mode(dir, mode, spares);
     struct waiter w = {0};
     double t0 = now();
     uint64_t passes = 0, pos = 0;
@@ -203,12 +221,13 @@ static void bench_pipelined(const char *dir, enum journal_mode mode, int writers
     if (journal_close(j, &e) != 0)
         die("close", &e);
     double t = now() - t0;
-    printf("pipelined %-8s %d writers/pass, a pass every ~50 us: %.0f passes/s, %.1f passes "
+    printf("pipelined %-8s%s %d writers/pass, a pass every ~50 us: %.0f passes/s, %.1f passes "
            "per fdatasync (%.2f ms mean), %.2f M keys/s\n",
            mode == JOURNAL_MODE_ALWAYS     ? "always"
            : mode == JOURNAL_MODE_EVERYSEC ? "everysec"
                                            : "(append only)",
-           writers, (double)passes / t, (double)passes / (double)(st.syncs ? st.syncs : 1),
+           spares ? " over spares" : "", writers, (double)passes / t,
+           (double)passes / (double)(st.syncs ? st.syncs : 1),
            (double)st.sync_ns_sum / 1e6 / (double)(st.syncs ? st.syncs : 1),
            (double)pos * HASHES / t / 1e6);
 }
@@ -232,7 +251,7 @@ static void bench_replay(const char *dir)
 {
     clean(dir);
     /* Distinct keys: 10M of them, as the day's journal of a busy filter. */
-    struct journal *j = open_mode(dir, JOURNAL_MODE_MANUAL);
+    struct journal *j = open_mode(dir, JOURNAL_MODE_MANUAL, false);
     struct sbf_hash *h = malloc(HASHES * sizeof *h);
     struct journal_error e;
     for (uint64_t i = 0; i < APPENDS; i++) {
@@ -287,15 +306,20 @@ int main(int argc, char **argv)
     printf("journal benchmark in %s\n", dir);
     bench_append(dir);
     clean(dir);
-    bench_always(dir, 1, 300);
-    bench_always(dir, 4, 300);
-    bench_always(dir, 64, 200);
+    for (int spares = 0; spares < 2; spares++) {
+        bench_always(dir, 1, 300, spares);
+        bench_always(dir, 4, 300, spares);
+        bench_always(dir, 64, 200, spares);
+        clean(dir);
+    }
+    /* Long enough for rotations: spares are made while the journal writes. */
+    bench_pipelined(dir, JOURNAL_MODE_ALWAYS, 4, 6.0, false);
     clean(dir);
-    bench_pipelined(dir, JOURNAL_MODE_ALWAYS, 4, 2.0);
+    bench_pipelined(dir, JOURNAL_MODE_ALWAYS, 4, 6.0, true);
     clean(dir);
-    bench_pipelined(dir, JOURNAL_MODE_EVERYSEC, 4, 2.0);
+    bench_pipelined(dir, JOURNAL_MODE_EVERYSEC, 4, 2.0, false);
     clean(dir);
-    bench_pipelined(dir, JOURNAL_MODE_MANUAL, 4, 2.0);
+    bench_pipelined(dir, JOURNAL_MODE_MANUAL, 4, 2.0, false);
     bench_replay(dir);
     clean(dir);
     if (argc <= 1)
