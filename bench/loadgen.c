@@ -378,6 +378,17 @@ static ssize_t tls_write(struct conn *c, const void *buf, size_t n)
     return -1;
 }
 
+/* The connection's transport: TLS or the plain socket; as read(2) and write(2). */
+static ssize_t conn_read(struct conn *c, void *buf, size_t n)
+{
+    return c->ssl ? tls_read(c, buf, n) : read(c->fd, buf, n);
+}
+
+static ssize_t conn_write(struct conn *c, const void *buf, size_t n)
+{
+    return c->ssl ? tls_write(c, buf, n) : write(c->fd, buf, n);
+}
+
 static void tls_init(void)
 {
     g_tls_ctx = SSL_CTX_new(TLS_client_method());
@@ -430,8 +441,7 @@ static void tls_connect(struct conn *c)
 static void flush_out(struct conn *c)
 {
     while (c->woff < c->wlen) {
-        ssize_t w = c->ssl ? tls_write(c, c->wbuf + c->woff, c->wlen - c->woff)
-                           : write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+        ssize_t w = conn_write(c, c->wbuf + c->woff, c->wlen - c->woff);
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
@@ -558,8 +568,7 @@ static bool read_in(struct conn *c)
         if (!c->rbuf)
             die("out of memory");
     }
-    ssize_t n = c->ssl ? tls_read(c, c->rbuf + c->rlen, c->rcap - c->rlen)
-                       : read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+    ssize_t n = conn_read(c, c->rbuf + c->rlen, c->rcap - c->rlen);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return true;
@@ -631,8 +640,7 @@ static void create_filter(struct conn *c)
         die("--create options too long");
     uint64_t deadline = now_ns() + (uint64_t)(g_opt.timeout * 1e9);
     for (size_t off = 0; off < (size_t)n;) {
-        ssize_t w = c->ssl ? tls_write(c, buf + off, (size_t)n - off)
-                           : write(c->fd, buf + off, (size_t)n - off);
+        ssize_t w = conn_write(c, buf + off, (size_t)n - off);
         if (w > 0)
             off += (size_t)w;
         else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -642,8 +650,7 @@ static void create_filter(struct conn *c)
     }
     size_t got = 0;
     while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
-        ssize_t r = c->ssl ? tls_read(c, buf + got, sizeof(buf) - 1 - got)
-                           : read(c->fd, buf + got, sizeof(buf) - 1 - got);
+        ssize_t r = conn_read(c, buf + got, sizeof(buf) - 1 - got);
         if (r == 0)
             die("CREATE: server closed the connection without a reply");
         if (r > 0)

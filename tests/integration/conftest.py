@@ -28,6 +28,20 @@ START_TIMEOUT = 30.0  # loading big snapshots under ASan on a busy machine takes
 STOP_TIMEOUT = 20.0
 
 
+def read_until_closed(sock, timeout, data=b""):
+    """Reads sock until the peer closes (or resets); returns data plus what came."""
+    sock.settimeout(timeout)
+    while True:
+        try:
+            chunk = sock.recv(1 << 16)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 class Client:
     """A blocking line-oriented connection to bloomd."""
 
@@ -99,18 +113,8 @@ class Client:
 
     def read_until_closed(self, timeout=10.0):
         """Reads until the server closes; returns everything received."""
-        self.sock.settimeout(timeout)
-        data = self.buf
-        self.buf = b""
-        while True:
-            try:
-                chunk = self.sock.recv(1 << 16)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            data += chunk
-        return data
+        data, self.buf = self.buf, b""
+        return read_until_closed(self.sock, timeout, data)
 
     def close(self):
         self.sock.close()

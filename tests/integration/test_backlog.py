@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import read_until_closed
+
 MIB = 1 << 20
 
 
@@ -31,17 +33,19 @@ def sender(sock, data):
 
 def read_all(sock, timeout=60.0):
     """Reads until EOF (or reset); returns the bytes."""
-    sock.settimeout(timeout)
-    data = b""
-    while True:
-        try:
-            chunk = sock.recv(1 << 16)
-        except ConnectionResetError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    return data
+    return read_until_closed(sock, timeout)
+
+
+def exchange(sock, data):
+    """Sends data then a FIN from a thread while reading every reply until EOF."""
+    def run():
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    out = read_all(sock)
+    t.join(10)
+    return out
 
 
 def check_lines(n):
@@ -96,14 +100,7 @@ def test_half_close_right_after_pipelining(daemon_factory):
     data, want = check_lines(20000)
     s = socket.create_connection((d.host, d.port))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-
-    def run():
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    out = read_all(s)
-    t.join(10)
+    out = exchange(s, data)
     assert out.decode().split("\r\n")[:-1] == want
 
 
@@ -136,14 +133,7 @@ def test_parked_writes_while_backlogged(daemon_factory, mode):
             lines.append("CHECK f " + " ".join("z%d_%d" % (i, j) for j in range(k)))
             want.append(" ".join(["0"] * k))
     s = socket.create_connection((d.host, d.port))
-
-    def run():
-        s.sendall(("\r\n".join(lines) + "\r\n").encode())
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    out = read_all(s).decode().split("\r\n")
-    t.join(10)
+    out = exchange(s, ("\r\n".join(lines) + "\r\n").encode()).decode().split("\r\n")
     assert out[:-1][:len(want)] == want[:len(out) - 1]
     assert out[:-1] == want
 
@@ -155,14 +145,7 @@ def test_flush_parked_while_backlogged(daemon_factory):
     data, want = check_lines(6000)
     payload = data + b"FLUSH f\r\n" + data
     s = socket.create_connection((d.host, d.port))
-
-    def run():
-        s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    out = read_all(s).decode().split("\r\n")
-    t.join(10)
+    out = exchange(s, payload).decode().split("\r\n")
     assert out[:-1] == want + ["OK"] + want
 
 
@@ -176,15 +159,8 @@ def test_failed_auth_while_backlogged(daemon_factory, tmp_path):
         assert c.cmd("CREATE f") == "CREATED"
     data, want = check_lines(4000)
     s = socket.create_connection((d.host, d.port))
-
-    def run():
-        s.sendall(b"AUTH s3cret-token-for-tests\r\n" + data + b"AUTH wrong\r\n" + data
-                  + b"AUTH s3cret-token-for-tests\r\n" + data)
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    out = read_all(s).decode().split("\r\n")
-    t.join(10)
+    out = exchange(s, b"AUTH s3cret-token-for-tests\r\n" + data + b"AUTH wrong\r\n" + data
+                   + b"AUTH s3cret-token-for-tests\r\n" + data).decode().split("\r\n")
     deny = [l for l in out[len(want) + 2:2 * len(want) + 2]]
     assert out[0] == "OK"
     assert out[1:len(want) + 1] == want
@@ -325,14 +301,7 @@ def test_memcached_blocks_across_quanta(daemon_factory):
         i += 1
     s = socket.create_connection(("127.0.0.1", port))
     payload = b"".join(parts)
-
-    def run():
-        s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    out = read_all(s)
-    t.join(10)
+    out = exchange(s, payload)
     stored = out.count(b"STORED\r\n")
     assert b"ERROR" not in out, out[:300]
     assert stored == want.count(b"STORED")
@@ -477,14 +446,7 @@ def test_memcached_skip_and_big_blocks_while_backlogged(daemon_factory):
                + b"add m:big 0 0 900000\r\n" + b"y\n" * 450000 + b"\r\n"
                + b"get " + keys + b"\r\n" + small)
     s = socket.create_connection(("127.0.0.1", port))
-
-    def run():
-        s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    out = read_all(s)
-    t.join(10)
+    out = exchange(s, payload)
     lines = out.split(b"\r\n")
     assert lines[:20000] == [b"STORED"] * 20000
     assert lines[20000].startswith(b"SERVER_ERROR object too large"), lines[20000]

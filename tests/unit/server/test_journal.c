@@ -565,12 +565,20 @@ static void write_journal(struct fixture *fx, size_t n, uint64_t segment_bytes)
     close_ok(j);
 }
 
+/* A data dir holding only a journal of n samples in one segment, whose path goes to seg. */
+static void fresh_journal(struct fixture *fx, size_t n, char *seg, size_t len)
+{
+    remove_tree(fx->dir);
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    write_journal(fx, n, 0);
+    segment_path(fx, 0, seg, len);
+}
+
 static void test_torn_tail(void **state)
 {
     struct fixture *fx = *state;
     char seg[256];
-    write_journal(fx, 10, 0);
-    segment_path(fx, 0, seg, sizeof seg);
+    fresh_journal(fx, 10, seg, sizeof seg);
     long full = file_size(seg);
     struct journal_replay_report rep;
     assert_int_equal(replay(fx, 0, &rep), 0);
@@ -594,10 +602,7 @@ static void test_torn_tail(void **state)
         assert_int_equal(rep.torn, 0);
         assert_int_equal(fx->ngot, 9);
         /* Restore the record for the next cut. */
-        remove_tree(fx->dir);
-        assert_int_equal(mkdir(fx->dir, 0700), 0);
-        write_journal(fx, 10, 0);
-        segment_path(fx, 0, seg, sizeof seg);
+        fresh_journal(fx, 10, seg, sizeof seg);
     }
     /* Zeros after the last record (a spare's unused end, or blocks allocated and never
      * written): the end, cut off quietly; neither torn nor damage. */
@@ -627,10 +632,7 @@ static void test_torn_tail(void **state)
         assert_int_equal(rep.torn, 1);
         assert_int_equal(rep.damaged, 0);
         assert_int_equal(file_size(seg), full - (long)last_len);
-        remove_tree(fx->dir);
-        assert_int_equal(mkdir(fx->dir, 0700), 0);
-        write_journal(fx, 10, 0);
-        segment_path(fx, 0, seg, sizeof seg);
+        fresh_journal(fx, 10, seg, sizeof seg);
     }
 }
 
@@ -641,8 +643,7 @@ static void test_torn_write_with_holes(void **state)
 {
     struct fixture *fx = *state;
     char seg[256];
-    write_journal(fx, 200, 0);
-    segment_path(fx, 0, seg, sizeof seg);
+    fresh_journal(fx, 200, seg, sizeof seg);
     long full = file_size(seg);
     struct journal_replay_report rep;
     assert_int_equal(replay(fx, 0, &rep), 0);
@@ -666,10 +667,7 @@ static void test_torn_write_with_holes(void **state)
     for (size_t i = 0; i < fx->ngot; i++)
         assert_is_sample(&fx->got[i], i, i + 1);
     /* The same bytes without the hole, but one flipped bit there: damage, set aside. */
-    remove_tree(fx->dir);
-    assert_int_equal(mkdir(fx->dir, 0700), 0);
-    write_journal(fx, 200, 0);
-    segment_path(fx, 0, seg, sizeof seg);
+    fresh_journal(fx, 200, seg, sizeof seg);
     fd = open(seg, O_RDWR);
     assert_true(fd >= 0);
     unsigned char b;
