@@ -367,11 +367,12 @@ int durable_start(struct server *srv)
     if (rep.records > 0)
         log_msg(LOG_INFO,
                 "journal: replayed %llu of %llu records from %llu segments in %llu ms (%llu "
-                "covered by snapshots); %llu keys replayed, %llu of them by %u threads",
+                "covered by snapshots); %llu keys replayed, %llu of them by %u threads; %llu "
+                "zero bytes cut off segment ends",
                 (unsigned long long)r.applied, (unsigned long long)rep.records,
                 (unsigned long long)rep.segments, (unsigned long long)(clock_mono_ms() - t0),
                 (unsigned long long)r.skipped, (unsigned long long)fig.keys,
-                (unsigned long long)fig.sharded, fig.threads);
+                (unsigned long long)fig.sharded, fig.threads, (unsigned long long)rep.zero_bytes);
     uint64_t min = max_snapshot_pos(srv);
     struct journal_opts o = {
         .mode = mode == DURABILITY_ALWAYS ? JOURNAL_MODE_ALWAYS : JOURNAL_MODE_EVERYSEC,

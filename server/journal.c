@@ -485,11 +485,13 @@ static bool scan_tail(int fd, unsigned char *buf, const unsigned char *p, size_t
 }
 
 /*
- * Reads the segment at fd from its start, calling each() per valid record. Returns 0 with
- * *out filled, JOURNAL_ECALLER if each() stopped, or JOURNAL_ESYS with *sys set.
+ * Reads the segment at fd from its start, calling each() per valid record. last: it is
+ * the newest segment, the only one that can hold bytes never synced (a segment is begun
+ * only once all before it is durable). Returns 0 with *out filled, JOURNAL_ECALLER if
+ * each() stopped, or JOURNAL_ESYS with *sys set.
  */
-static int scan_segment(int fd, struct reader *r, record_fn each, void *ctx, struct seg_scan *out,
-                        int *sys)
+static int scan_segment(int fd, struct reader *r, record_fn each, void *ctx, bool last,
+                        struct seg_scan *out, int *sys)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -533,10 +535,11 @@ static int scan_segment(int fd, struct reader *r, record_fn each, void *ctx, str
         /*
          * Damage, unless it is the end: nothing but zeros from here (a spare segment's
          * unused end); nothing but zeros after the frame whose bytes did not all reach
-         * the disk (its claimed size if its header is intact, else the header's); or a
-         * sector of zeros before the last data: a write torn by a crash, whose sectors
-         * reached the disk in any order (over a spare nothing else leaves zeros; frames
-         * never hold 512 of them). Such data was never synced, so never acknowledged.
+         * the disk (its claimed size if its header is intact, else the header's); or, in
+         * the newest segment, a sector of zeros before the last data: a write torn by a
+         * crash, whose sectors reached the disk in any order (over a spare nothing else
+         * leaves zeros; frames never hold 512 of them). Such data was never synced, so
+         * never acknowledged; in an older segment the same is damage to synced records.
          */
         size_t claimed = journal_record_claimed_size(r->buf + at, have - at);
         struct tail_scan t;
@@ -545,7 +548,8 @@ static int scan_segment(int fd, struct reader *r, record_fn each, void *ctx, str
             return JOURNAL_ESYS;
         if (t.end == 0) {
             out->state = SEG_ZEROS;
-        } else if (t.end <= (claimed != 0 ? claimed : JOURNAL_RECORD_HEADER) || t.hole < t.end) {
+        } else if (t.end <= (claimed != 0 ? claimed : JOURNAL_RECORD_HEADER) ||
+                   (last && t.hole < t.end)) {
             out->state = SEG_TORN;
         } else {
             out->state = SEG_DAMAGED;
@@ -610,8 +614,8 @@ static void report(const struct journal_replay_ops *ops, enum journal_replay_eve
 }
 
 /* Replays one segment; 0 when read, repaired or set aside, else a fatal journal_err. */
-static int replay_segment(int dirfd, const struct seg *s, struct reader *r, struct replay *rp,
-                          bool *dir_changed, struct journal_error *err)
+static int replay_segment(int dirfd, const struct seg *s, bool last, struct reader *r,
+                          struct replay *rp, bool *dir_changed, struct journal_error *err)
 {
     const struct journal_replay_ops *ops = rp->ops;
     char why[300], to[SEG_NAME_LEN + 64];
@@ -635,7 +639,7 @@ static int replay_segment(int dirfd, const struct seg *s, struct reader *r, stru
     rp->rep->segments++;
     struct seg_scan sc;
     int sys = 0;
-    int rc = scan_segment(fd, r, replay_record, rp, &sc, &sys);
+    int rc = scan_segment(fd, r, replay_record, rp, last, &sc, &sys);
     if (rc == JOURNAL_ECALLER) {
         close(fd);
         return fail(err, JOURNAL_ECALLER, JOURNAL_STEP_APPLY, 0, s->name);
@@ -715,7 +719,7 @@ int journal_replay(const char *data_dir, uint64_t from_pos, const struct journal
         /* Every record of segment i is below segment i+1's first: covered, skip it. */
         if (i + 1 < n && from_pos < UINT64_MAX && segs[i + 1].first <= from_pos + 1)
             continue;
-        rc = replay_segment(dirfd, &segs[i], &r, &rp, &dir_changed, err);
+        rc = replay_segment(dirfd, &segs[i], i + 1 == n, &r, &rp, &dir_changed, err);
     }
     if (rc == 0 && dir_changed && fsync(dirfd) != 0)
         rc = fail_sys(err, JOURNAL_STEP_DIRSYNC, errno, path);
@@ -1244,7 +1248,7 @@ static int find_next_pos(struct journal *j, uint64_t min_pos, uint64_t *next,
         } else {
             struct seg_scan sc;
             int sys = 0;
-            if (scan_segment(fd, &r, probe_record, &p, &sc, &sys) != 0)
+            if (scan_segment(fd, &r, probe_record, &p, true, &sc, &sys) != 0)
                 rc = fail_seg(err, JOURNAL_STEP_READ, sys, s->name);
             else if (p.last >= v)
                 v = p.last + 1;

@@ -679,6 +679,21 @@ static void test_torn_write_with_holes(void **state)
     assert_int_equal(replay(fx, 0, &rep), 0);
     assert_int_equal(rep.damaged, 1);
     assert_int_equal(rep.torn, 0);
+    /* A hole in an older segment is damage to synced records: set aside, never cut. */
+    remove_tree(fx->dir);
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    write_journal(fx, 200, 16384);
+    segment_path(fx, 0, seg, sizeof seg);
+    long first = file_size(seg);
+    hole = (first / 2 + 511) / 512 * 512;
+    assert_true(hole + 512 < first - 1024);
+    fd = open(seg, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, zeros, 512, hole), 512);
+    close(fd);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(rep.damaged, 1);
+    assert_int_equal(rep.torn, 0);
 }
 
 /* A segment named for the next position that holds only zeros (a spare renamed into
