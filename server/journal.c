@@ -23,6 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/clock.h"
+#include "server/setaside.h"
+
 #define SEG_DIGITS 20
 #define SEG_SUFFIX ".log"
 #define SEG_NAME_LEN (SEG_DIGITS + 4)
@@ -42,7 +45,6 @@
 #define EVERYSEC_WRITE_MS 10u
 #define MAX_EVENTS 1024
 #define READ_BUF_BYTES ((size_t)4 << 20) /* holds any frame (JOURNAL_RECORD_MAX) twice */
-#define MAX_CORRUPT_SUFFIX 1000
 /* Spares: the next segment, written with zeros ahead of use and fdatasynced, so that a
  * group commit's fdatasync overwrites blocks that exist and never changes the file's
  * size (no metadata to commit: 1.5x shorter syncs, 0.65x their CPU, on ext4 here). */
@@ -214,13 +216,6 @@ static int fail_seg(struct journal_error *err, enum journal_step step, int sys, 
 
 /* ---- small helpers ---- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void seg_name(char out[SEG_NAME_LEN + 1], uint64_t first)
 {
     snprintf(out, SEG_NAME_LEN + 1, "%020" PRIu64 SEG_SUFFIX, first);
@@ -314,44 +309,6 @@ static int list_segments(int dirfd, struct seg **out, size_t *n, ignored_fn igno
     *out = segs;
     *n = cnt;
     return 0;
-}
-
-/* Renames from to to in dirfd unless to exists (as snapfile.c: NFS lacks NOREPLACE). */
-static int rename_noreplace(int dirfd, const char *from, const char *to)
-{
-    if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
-        return 0;
-    if ((errno != EINVAL && errno != ENOSYS) || linkat(dirfd, from, dirfd, to, 0) != 0)
-        return -1;
-    if (unlinkat(dirfd, from, 0) != 0) {
-        int e = errno;
-        unlinkat(dirfd, to, 0);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
-
-/* Sets file aside as <file>.corrupt-<stamp>[.N]; 0 and *to filled, or -1 with errno. */
-static int set_aside(int dirfd, const char *file, char *to, size_t tolen)
-{
-    char stamp[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-    for (int i = 0; i < MAX_CORRUPT_SUFFIX; i++) {
-        if (i == 0)
-            snprintf(to, tolen, "%s.corrupt-%s", file, stamp);
-        else
-            snprintf(to, tolen, "%s.corrupt-%s.%d", file, stamp, i);
-        if (rename_noreplace(dirfd, file, to) == 0)
-            return 0;
-        if (errno != EEXIST)
-            return -1;
-    }
-    errno = EEXIST;
-    return -1;
 }
 
 /* Opens (creating) <data_dir>/journal; returns its fd or a journal_err. */
@@ -673,7 +630,7 @@ static int replay_segment(int dirfd, const struct seg *s, bool last, struct read
     close(fd);
     if (sc.state == SEG_DAMAGED) {
         rp->rep->damaged++;
-        if (set_aside(dirfd, s->name, to, sizeof to) == 0) {
+        if (set_aside(dirfd, s->name, "corrupt", to, sizeof to) == 0) {
             *dir_changed = true;
             snprintf(why, sizeof why,
                      "%s at offset %" PRIu64 " of %" PRIu64 " bytes; the rest of the segment "
@@ -814,7 +771,7 @@ static int make_spare(struct journal *j)
     if (fd < 0)
         return -1;
     static const unsigned char zeros[SPARE_CHUNK];
-    uint64_t done = 0, synced = 0, t0 = now_ns();
+    uint64_t done = 0, synced = 0, t0 = clock_mono_ns();
     bool ok = true;
     while (ok && done < j->segment_bytes) {
         uint64_t left = j->segment_bytes - done;
@@ -827,11 +784,11 @@ static int make_spare(struct journal *j)
             ok = fdatasync(fd) == 0;
             synced = done;
             /* Paced: the disk spends at most 1 / (1 + SPARE_PACE) of its time on zeros. */
-            uint64_t spent = now_ns() - t0;
+            uint64_t spent = clock_mono_ns() - t0;
             struct timespec rest = {.tv_sec = (time_t)(spent * SPARE_PACE / 1000000000u),
                                     .tv_nsec = (long)(spent * SPARE_PACE % 1000000000u)};
             nanosleep(&rest, NULL);
-            t0 = now_ns();
+            t0 = clock_mono_ns();
         }
         pthread_mutex_lock(&j->mu);
         ok = ok && !j->stop;
@@ -964,7 +921,7 @@ static int new_segment(struct journal *j, struct journal_error *err)
         if (fd >= 0 && !zeros && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 0)) {
             close(fd);
             fd = -1;
-            if (set_aside(j->dirfd, name, to, sizeof to) == 0)
+            if (set_aside(j->dirfd, name, "corrupt", to, sizeof to) == 0)
                 fd = openat(j->dirfd, name, flags | O_EXCL, 0644);
         }
     }
@@ -1059,11 +1016,11 @@ static int flush_round(struct journal *j, bool sync, struct journal_error *out)
         wrote = true;
     }
     if (rc == 0 && j->wbuf.len > 0 && (sync || j->wbuf.len >= EVERYSEC_SYNC_BYTES)) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_mono_ns();
         if (do_fdatasync(j) != 0) {
             rc = fail_seg(err, JOURNAL_STEP_SYNC, errno, name);
         } else {
-            sync_ns = now_ns() - t0;
+            sync_ns = clock_mono_ns() - t0;
             synced = true;
             j->seg_synced += j->wbuf.len;
             j->wbuf.len = 0;

@@ -20,6 +20,7 @@
 #include "lib/container.h"
 #include "proto/request.h"
 #include "server/kinds.h"
+#include "server/setaside.h"
 
 #define SNAPFILE_SUFFIX ".bloom"
 #define SNAPFILE_TMP_SUFFIX ".bloom.tmp"
@@ -30,7 +31,6 @@
  * the file may be dirty or in flight (so the page cache and the final fsync stay small). */
 #define SNAPFILE_SYNC_CHUNK ((uint64_t)32 << 20)
 #define SNAPFILE_SYNC_WINDOW ((uint64_t)64 << 20)
-#define SNAPFILE_MAX_SUFFIX 1000
 #define SNAPFILE_SPARSE_MIN ((uint64_t)1 << 20) /* smaller files are never called sparse */
 
 static const char *step_name(enum snapfile_step s)
@@ -399,47 +399,18 @@ static long reader_cb(void *ctx, void *out, size_t len)
     return (long)got;
 }
 
-/* Renames from to to in dirfd unless to exists (EEXIST). Where the filesystem has no
- * RENAME_NOREPLACE (NFS: EINVAL), link + unlink keeps the same promise. */
-static int rename_noreplace(int dirfd, const char *from, const char *to)
-{
-    if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
-        return 0;
-    if (errno != EINVAL || linkat(dirfd, from, dirfd, to, 0) != 0)
-        return -1;
-    if (unlinkat(dirfd, from, 0) != 0) {
-        int e = errno;
-        unlinkat(dirfd, to, 0); /* back to one name */
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
-
-/* Sets <file> aside as <file>.<class>-<timestamp>[.N] (never over an existing file):
- * class "corrupt" for damage, else "unsupported" or "toobig". */
-static void set_aside(int dirfd, const char *file, const char *class, const char *reason,
-                      const struct snapfile_load_ops *ops)
+/* Sets <file> aside as <file>.<class>-<timestamp>[.N] (never over an existing file) and
+ * reports it: class "corrupt" for damage, else "unsupported" or "toobig". */
+static void set_aside_report(int dirfd, const char *file, const char *class, const char *reason,
+                             const struct snapfile_load_ops *ops)
 {
     bool damaged = strcmp(class, "corrupt") == 0;
-    char stamp[32], to[SNAPFILE_PATH_MAX], why[640];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-    for (int i = 0; i < SNAPFILE_MAX_SUFFIX; i++) {
-        if (i == 0)
-            snprintf(to, sizeof to, "%s.%s-%s", file, class, stamp);
-        else
-            snprintf(to, sizeof to, "%s.%s-%s.%d", file, class, stamp, i);
-        if (rename_noreplace(dirfd, file, to) == 0) {
-            if (ops->report)
-                ops->report(ops->ctx, damaged ? SNAPFILE_EV_QUARANTINED : SNAPFILE_EV_SET_ASIDE,
-                            file, to, reason);
-            return;
-        }
-        if (errno != EEXIST)
-            break;
+    char to[SNAPFILE_PATH_MAX], why[640];
+    if (set_aside(dirfd, file, class, to, sizeof to) == 0) {
+        if (ops->report)
+            ops->report(ops->ctx, damaged ? SNAPFILE_EV_QUARANTINED : SNAPFILE_EV_SET_ASIDE, file,
+                        to, reason);
+        return;
     }
     snprintf(why, sizeof why, "%s; could not move it aside: %s", reason, strerror(errno));
     if (ops->report)
@@ -450,7 +421,7 @@ static void set_aside(int dirfd, const char *file, const char *class, const char
 static void quarantine(int dirfd, const char *file, const char *reason,
                        const struct snapfile_load_ops *ops)
 {
-    set_aside(dirfd, file, "corrupt", reason, ops);
+    set_aside_report(dirfd, file, "corrupt", reason, ops);
 }
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -562,13 +533,13 @@ static int load_one(int dirfd, const char *file, uint64_t max_bytes,
                  "%s: its filter needs more memory than max_memory leaves; raise it and "
                  "rename the file back to %s to load it",
                  sbf_strerror(rc), file);
-        set_aside(dirfd, file, "toobig", why, ops);
+        set_aside_report(dirfd, file, "toobig", why, ops);
         return 0;
     }
     if (rc == SBF_EVERSION || rc == SBF_EKIND) {
         snprintf(why, sizeof why, "%s: written by a newer bloomd? It reads it; this one does not",
                  sbf_strerror(rc));
-        set_aside(dirfd, file, "unsupported", why, ops);
+        set_aside_report(dirfd, file, "unsupported", why, ops);
         return 0;
     }
     if (r.sys != 0)
