@@ -182,33 +182,13 @@ static void unclaim(struct snap_job *j)
     pthread_mutex_unlock(&s->lock);
 }
 
-/*
- * A write given up because f was replaced (UNION, INTERSECT or CLEAR swapped in a new
- * object): the replacement is dirty and the timer writes it, but a FLUSH was promised this
- * write, so it fails and says why instead of answering OK.
- */
-static void given_up(struct snap_job *j, const struct filter *f)
-{
-    if (j->done == NULL || atomic_load_explicit(&f->dropped, memory_order_acquire) ||
-        !atomic_load_explicit(&f->replaced, memory_order_acquire))
-        return;
-    char why[256];
-    snprintf(why, sizeof why,
-             "filter '%s' was replaced during the write (UNION, INTERSECT or CLEAR); FLUSH "
-             "it again",
-             f->name);
-    job_fail(j, why);
-}
-
 /* Writes f if it changed since its last snapshot. Adds the bytes written to *bytes and
  * returns true if a file was written or a write failed. */
 static bool write_filter(struct snap_job *j, struct filter *f, uint64_t *bytes)
 {
     struct snapshotter *s = j->s;
-    if (!still_wanted(f)) {
-        given_up(j, f);
+    if (!still_wanted(f))
         return false;
-    }
     /* Read the counter before encoding: a change after this point leaves it different,
      * so the filter stays dirty even if the encoder already passed the changed bits. */
     uint64_t seen = atomic_load_explicit(&f->changes, memory_order_acquire);
@@ -219,10 +199,8 @@ static bool write_filter(struct snap_job *j, struct filter *f, uint64_t *bytes)
     uint64_t t0 = clock_mono_ms();
     int rc = snapfile_write(s->srv->cfg.data_dir, f->name, f->ops, f->obj, j->covered, still_wanted,
                             f, &n, &err);
-    if (rc == SNAPFILE_EABANDONED) {
-        given_up(j, f);
+    if (rc == SNAPFILE_EABANDONED)
         return false;
-    }
     if (rc == 0) {
         atomic_store_explicit(&f->journal_pos, j->covered, memory_order_relaxed);
         atomic_compare_exchange_strong_explicit(&f->changes, &seen, 0, memory_order_acq_rel,

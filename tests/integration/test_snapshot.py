@@ -200,26 +200,6 @@ def test_drop_and_clear_racing_snapshots_leave_no_resurrection(daemon_factory):
 
 
 
-def test_flush_of_a_filter_replaced_meanwhile_fails(daemon_factory):
-    """A CLEAR of a big filter swaps in a fresh object while that filter's FLUSH is being
-    written: the write is given up (the old object must not land over the new one's
-    file), so the FLUSH says so instead of OK; FLUSHed again, it is written."""
-    d = daemon_factory(NO_TIMER)
-    c, c2 = d.client(TIMEOUT), d.client(TIMEOUT)
-    assert c.cmd("CREATE big capacity=100000000") == "CREATED"  # ~170 MB file
-    c.add("big", keys("big", 100))
-    c2.send("FLUSH big\r\n")
-    deadline = time.monotonic() + 10
-    while c.stats("STATS")["snapshot_running"] != "1":
-        assert time.monotonic() < deadline, "the FLUSH never showed as running"
-    assert c.cmd("CLEAR big") == "OK"
-    reply = c2.line()
-    assert reply.startswith("SERVER_ERROR") and "replaced during the write" in reply, reply
-    assert c.cmd("FLUSH big") == "OK"
-    c.close()
-    c2.close()
-
-
 def test_drop_is_durable_before_deleted(daemon_factory):
     """DELETED means the snapshot file is gone: a kill -9 right after it must not bring the
     filter back. A big filter's FLUSH (another connection) is being written when DROP
