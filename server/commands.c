@@ -105,6 +105,24 @@ static void note_adds(struct filter *f, const struct sbf_hash *h, size_t n)
         setop_note_adds(f->setop, h, n);
 }
 
+/*
+ * After an add batch of h[0..n) failed (a growth refused): how many keys it processed.
+ * The failing key is the first one still absent: every key before it was added, and the
+ * failure changed nothing.
+ */
+static size_t processed(const struct filter *f, const struct sbf_hash *h, size_t n)
+{
+    size_t done = 0;
+    bool present = true;
+    while (done < n) {
+        f->ops->check_batch(f->obj, &h[done], 1, &present);
+        if (!present)
+            break;
+        done++;
+    }
+    return done;
+}
+
 /* Journals keys h[0..n) added to f: with bits, only those it did not hold, as ADD_NEW
  * (replay need not probe for them); without, all of them as ADD. Returns the record's
  * position, or 0 when none was written. */
@@ -259,16 +277,12 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
         /* checkadd tells which keys were new: only those are journaled, as ADD_NEW */
         rc = f->ops->checkadd_batch(f->obj, h, n, bits);
         note_adds(f, h, n);
-        size_t k = 0;
-        if (rc != SBF_OK) { /* part of it may be in: journal all (a few more is safe) */
-            uint64_t p = journal_keys(srv, f, h, n, NULL);
-            pos = p > 0 ? p : pos;
-            filter_touch(f);
-            break;
-        }
-        for (size_t i = 0; i < n; i++)
+        /* After a failure the keys before the failing one were added; they count, and
+         * the whole batch is journaled (replaying a few more keys is safe). */
+        size_t done = rc == SBF_OK ? n : processed(f, h, n), k = 0;
+        for (size_t i = 0; i < done; i++)
             k += !bits[i];
-        uint64_t p = k > 0 ? journal_keys(srv, f, h, n, bits) : 0;
+        uint64_t p = journal_keys(srv, f, h, n, rc == SBF_OK ? bits : NULL);
         pos = p > 0 ? p : pos; /* a failed append (0) must not release earlier records */
         added += k;
         st->keys_stored += n;
@@ -697,21 +711,7 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
      * Runs are never merged when replies wait for the journal (durable_holds). */
     if (cmd != PROTO_CMD_CHECK)
         journal_keys(srv, f, h, total, rc == SBF_OK ? bits : NULL);
-    /*
-     * Keys [0, done) were processed. After a failed growth the failing key is the first
-     * one still absent: every key before it was added, and the failure changed nothing.
-     */
-    size_t done = total;
-    if (rc != SBF_OK) {
-        done = 0;
-        bool present = true;
-        while (done < total) {
-            f->ops->check_batch(f->obj, &h[done], 1, &present);
-            if (!present)
-                break;
-            done++;
-        }
-    }
+    size_t done = rc == SBF_OK ? total : processed(f, h, total); /* keys [0, done) */
     uint64_t added = 0, checked = 0;
     size_t i = 0, k = 0;
     for (; i < n && k + reqs[i].nargs <= done; k += reqs[i++].nargs) {
