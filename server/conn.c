@@ -113,7 +113,6 @@ struct conn {
     struct event *ev_auth;     /* timer releasing a failed AUTH's reply; NULL until one fails */
     struct parked *auth_reply; /* that reply, parked; NULL when none waits */
     struct event *ev_pump;     /* active: answers arrived, pump later this pass; NULL until one */
-    bool pump_armed;           /* ev_pump is active */
     struct fair_link fair;     /* in the worker's backlog while its input waits for a turn */
     size_t turn_bytes;         /* input consumed this turn */
     size_t turn_keys;          /* keys executed this turn */
@@ -126,6 +125,7 @@ struct conn {
 static void on_read(void *arg, bool timed_out);
 static void on_write(void *arg, bool timed_out);
 static void pump(struct conn *c);
+static void turn_begin(struct conn *c);
 static void on_turn(struct fair_link *l);
 
 /* ---- output ---- */
@@ -247,7 +247,6 @@ static void on_pump(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct conn *c = arg;
-    c->pump_armed = false;
     if (c->lingering && c->closing && !c->reading && c->parked == NULL) {
         conn_free(c); /* the peer left while we were waiting */
         return;
@@ -266,21 +265,17 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     struct parked *p = (struct parked *)cpl;
     struct conn *c = p->c;
     p->done = true;
-    c->turn_bytes = c->turn_keys = 0; /* a new turn: the answer may let parsing go on */
-    c->turn_open = !c->heavy;         /* as turn_begin: a heavy client's input waits its turn */
+    turn_begin(c); /* a new turn: the answer may let parsing go on */
     size_t before = p->reply.len;
     c->proto->format_parked(&p->reply, p->ctx, r);
     c->held += p->reply.len - before;
     if (p != c->parked)
         return; /* an older request still waits: this reply waits behind it */
     release_parked(c);
-    if (c->pump_armed)
-        return;
     if (c->ev_pump == NULL)
         c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
     if (c->ev_pump != NULL) {
-        c->pump_armed = true;
-        event_active(c->ev_pump, 0, 0);
+        event_active(c->ev_pump, 0, 0); /* once: an active event stays active once */
         return;
     }
     on_pump(-1, 0, c);
@@ -437,8 +432,8 @@ static void read_turn(struct conn *c, bool timed_out);
 static void on_turn(struct fair_link *l)
 {
     struct conn *c = (struct conn *)(void *)((char *)l - offsetof(struct conn, fair));
-    c->turn_bytes = c->turn_keys = 0;
-    c->turn_open = true;
+    turn_begin(c);
+    c->turn_open = true; /* its turn in the backlog, heavy or not */
     if (!c->read_wait) {
         pump(c);
         return;

@@ -106,7 +106,8 @@ struct journal {
     pthread_t thread;
     bool seg_spare; /* the segment being written was a spare (zeros ahead) */
 
-    /* Spares (opts.spares): their thread makes one when asked; under mu. */
+    /* Spares (opts.spares): their thread makes one when asked; under mu, but for spares,
+     * which only the flusher changes (turned off when a rename cannot work). */
     bool spares;
     pthread_cond_t spare_cond;
     bool spare_want; /* make one */

@@ -13,12 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/journal_record.h"
 #include "lib/kind.h"
 #include "server/log.h"
 #include "server/registry.h"
 
-/* Hashes per batch (16 bytes each: 4 MiB per buffer). */
+/* Hashes per batch (16 bytes each: 4 MiB per buffer); a record always fits. */
 #define BATCH_KEYS ((size_t)1 << 18)
+_Static_assert(JOURNAL_MAX_HASHES <= BATCH_KEYS, "an ADD record fits a batch");
 
 /* Below this many keys a batch is not worth starting threads for. */
 #define SHARD_MIN_KEYS ((size_t)1 << 14)
@@ -34,7 +36,6 @@ struct batch {
 struct shard {
     struct batch *b;
     unsigned index, count;
-    size_t added;
     int rc;
 };
 
@@ -53,8 +54,8 @@ static void *run_shard(void *arg)
 {
     struct shard *s = arg;
     struct filter *f = s->b->f;
-    s->rc = f->ops->add_batch_shard(f->obj, s->b->h, s->b->n, s->index, s->count, s->b->fresh,
-                                    &s->added);
+    s->rc =
+        f->ops->add_batch_shard(f->obj, s->b->h, s->b->n, s->index, s->count, s->b->fresh, NULL);
     return NULL;
 }
 
@@ -150,7 +151,7 @@ void replay_adds_flush(struct replay_adds *a)
 void replay_adds_push(struct replay_adds *a, struct filter *f, const struct sbf_hash *h, size_t n,
                       uint64_t pos, bool fresh)
 {
-    if (a == NULL || n > BATCH_KEYS) { /* no queue, or a record bigger than a batch */
+    if (a == NULL) { /* no memory for a queue */
         replay_adds_flush(a);
         size_t added;
         report(f, pos, pos, f->ops->add_batch(f->obj, h, n, &added));
