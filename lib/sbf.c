@@ -312,14 +312,26 @@ __attribute__((always_inline)) static inline void prefetch(const struct sbf *f, 
  * Adds h if absent from every stage, growing first if the newest stage is full. Probes
  * newest first like has(), keeping the newest stage's mask and block for the set.
  */
+/* add_one's probe: h's mask and block in the newest of n stages; true if h is there or,
+ * if older, in an older stage. */
+__attribute__((always_inline)) static inline bool newest_probe(const struct sbf *f, uint32_t n,
+                                                               struct sbf_hash h, bool older,
+                                                               uint64_t mask[BLOOM_BLOCK_WORDS],
+                                                               _Atomic uint64_t **block)
+{
+    const struct sbf_stage *s = &f->stages[n - 1];
+    bloom_mask(h, n - 1, s->k, mask);
+    *block = stage_block(s, n - 1, h);
+    return bloom_test(*block, mask) || (older && has(f, n - 1, h));
+}
+
 static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
 {
     uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
     struct sbf_stage *s = &f->stages[n - 1];
     uint64_t mask[BLOOM_BLOCK_WORDS];
-    bloom_mask(h, n - 1, s->k, mask);
-    _Atomic uint64_t *block = stage_block(s, n - 1, h);
-    if (bloom_test(block, mask) || has(f, n - 1, h)) {
+    _Atomic uint64_t *block;
+    if (newest_probe(f, n, h, true, mask, &block)) {
         *present = true;
         return SBF_OK;
     }
@@ -366,10 +378,17 @@ int sbf_checkadd(struct sbf *f, struct sbf_hash h, bool *present)
  * how many keys ahead of its probe each key is prefetched (PREFETCH_LINES / ns, at least
  * 2). The batch loop then prefetches h[i + ahead] before probing h[i].
  */
+/* Keys a batch prefetches ahead of their probe when each touches `stages` cache lines and
+ * `lines` may be in flight: at least 2. */
+static inline size_t lines_ahead(uint32_t lines, uint32_t stages)
+{
+    return stages >= lines / 2 ? 2 : lines / stages;
+}
+
 __attribute__((always_inline)) static inline size_t
 prefetch_window(const struct sbf *f, uint32_t ns, const struct sbf_hash *h, size_t n)
 {
-    size_t ahead = ns >= PREFETCH_LINES / 2 ? 2 : PREFETCH_LINES / ns;
+    size_t ahead = lines_ahead(PREFETCH_LINES, ns);
     for (size_t i = 0; i < n && i < ahead; i++)
         prefetch(f, ns, h[i]);
     return ahead;
@@ -437,11 +456,9 @@ uint64_t sbf_room(const struct sbf *f)
 static inline void shard_add_one(struct sbf *f, uint32_t n, struct sbf_hash h, bool fresh,
                                  size_t *count)
 {
-    struct sbf_stage *s = &f->stages[n - 1];
     uint64_t mask[BLOOM_BLOCK_WORDS];
-    bloom_mask(h, n - 1, s->k, mask);
-    _Atomic uint64_t *block = stage_block(s, n - 1, h);
-    if (bloom_test(block, mask) || (!fresh && has(f, n - 1, h)))
+    _Atomic uint64_t *block;
+    if (newest_probe(f, n, h, !fresh, mask, &block))
         return;
     bloom_set(block, mask);
     (*count)++;
@@ -462,8 +479,7 @@ int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsig
     const struct sbf_stage *s = &f->stages[ns - 1];
     uint64_t lo = (uint64_t)(((u128)s->nblocks * shard) / nshards);
     uint64_t hi = (uint64_t)(((u128)s->nblocks * (shard + 1)) / nshards);
-    uint32_t probed = fresh ? 1 : ns; /* stages each key touches: the newest last */
-    size_t ahead = probed >= SHARD_LINES / 2 ? 2 : SHARD_LINES / probed;
+    size_t ahead = lines_ahead(SHARD_LINES, fresh ? 1 : ns); /* fresh: the newest only */
     struct sbf_hash ring[SHARD_LINES];
     size_t head = 0, len = 0, count = 0;
     for (size_t i = 0; i < n; i++) {
