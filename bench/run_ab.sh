@@ -12,6 +12,8 @@
 # 4 connections, 3M keys.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 [ $# -ge 2 ] || { echo "usage: bench/run_ab.sh A-BINARY B-BINARY [loadgen args...]" >&2; exit 2; }
 A=$1 B=$2
@@ -31,17 +33,12 @@ done
 TMP=$(mktemp -d /tmp/bloomd-ab.XXXXXX)
 PID=
 stop() {
-    [ -n "$PID" ] || return 0
-    kill -TERM "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
+    stop_pid "$PID"
     PID=
 }
 trap 'stop; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # one BIN ARGS...: prints keys/s of one fresh run (empty on failure).
 one() {

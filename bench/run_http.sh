@@ -6,6 +6,8 @@
 # each is compared. Extra filters make /metrics realistic. Stops every process it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 ROUNDS=${BENCH_HTTP_ROUNDS:-3}
 SECS=${BENCH_HTTP_SECONDS:-8}
@@ -22,16 +24,12 @@ TMP=$(mktemp -d /tmp/bloomd-bench-http.XXXXXX)
 PIDS=()
 cleanup() {
     local pid
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
     PIDS=()
 }
 trap 'cleanup; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # run N scrape(0|1): one fresh daemon, one loadgen run; prints keys_per_s.
 run() {

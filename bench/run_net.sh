@@ -6,6 +6,8 @@
 # Knobs (environment): see bench/README.md. Stops every server it started, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 KEYS=${BENCH_KEYS:-10000000}        # distinct keys per row
 KEY_LEN=${BENCH_KEY_LEN:-16}        # bytes per key
@@ -31,21 +33,14 @@ done
 TMP=$(mktemp -d /tmp/bloomd-bench.XXXXXX)
 PIDS=()
 cleanup() {
-    local pid i
+    local pid
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do
-        for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
+    for pid in "${PIDS[@]}"; do stop_pid "$pid" 5; done
     PIDS=()
 }
 trap 'cleanup; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # wait_port PORT PID: until PORT accepts connections (10 s), failing if PID died.
 wait_port() {

@@ -12,6 +12,8 @@
 # filled dir, no fill), BLOOMD, LOADGEN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 KEYS=${REPLAY_KEYS:-100000000}
 CAPACITY=${REPLAY_CAPACITY:-$KEYS}
@@ -30,9 +32,7 @@ else
 fi
 PID=
 stop() {
-    [ -n "$PID" ] || return 0
-    kill -"${1:-TERM}" "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
+    stop_pid "$PID" 30 "${1:-TERM}"
     PID=
 }
 if [ "${REPLAY_KEEP:-0}" = 1 ]; then

@@ -8,6 +8,8 @@
 # BENCH_SNAP_DIR (where data goes, default /tmp), BENCH_SNAP_DEPTH (64). Bounded: ~90 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 MB=${BENCH_SNAP_MB:-1024}
 FILL=${BENCH_SNAP_FILL:-4000000}
@@ -23,11 +25,7 @@ done
 TMP=$(mktemp -d "${BENCH_SNAP_DIR:-/tmp}/bloomd-snapbench.XXXXXX")
 PID=
 stop_bloomd() {
-    [ -n "$PID" ] || return 0
-    kill -TERM "$PID" 2>/dev/null || true
-    for ((i = 0; i < 300; i++)); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
+    stop_pid "$PID"
     PID=
 }
 trap 'stop_bloomd; rm -rf "$TMP"' EXIT

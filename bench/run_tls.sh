@@ -7,6 +7,8 @@
 # process it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 ROUNDS=${BENCH_TLS_ROUNDS:-7}
 KEYS=${BENCH_TLS_KEYS:-4000000}
@@ -21,7 +23,7 @@ command -v openssl >/dev/null || { echo "run_tls.sh: needs openssl(1)" >&2; exit
 TMP=$(mktemp -d /tmp/bloomd-bench-tls.XXXXXX)
 PID=
 cleanup() {
-    if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+    stop_pid "$PID"
     PID=
 }
 trap 'cleanup; rm -rf "$TMP"' EXIT
@@ -29,7 +31,6 @@ trap 'exit 130' INT TERM
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/key.pem" \
     -out "$TMP/cert.pem" -days 1 -subj /CN=127.0.0.1 2>/dev/null
-free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 TLS_PORT=$(free_port)
 "$BLOOMD" --port "$PORT" --tls-port "$TLS_PORT" --tls-cert-file "$TMP/cert.pem" \
