@@ -204,6 +204,8 @@ static void conn_free(struct conn *c)
     if (c->fair.queued)
         fair_remove(&w->fair, &c->fair);
     budget_release(&w->srv->budget, BUDGET_CONNECTIONS, c->charged);
+    if (c->charged >= CONN_SHED_MIN)
+        w->conns_big--;
     if (c->ev_auth != NULL)
         event_free(c->ev_auth);
     if (c->ev_pump != NULL)
@@ -649,6 +651,12 @@ static void account(struct conn *c)
         budget_charge(b, BUDGET_CONNECTIONS, now - c->charged);
     else if (now < c->charged)
         budget_release(b, BUDGET_CONNECTIONS, c->charged - now);
+    if ((now >= CONN_SHED_MIN) != (c->charged >= CONN_SHED_MIN)) {
+        if (now >= CONN_SHED_MIN)
+            c->w->conns_big++;
+        else
+            c->w->conns_big--;
+    }
     c->charged = now;
 }
 
@@ -678,7 +686,8 @@ static void shed_one(struct conn *v)
 static void shed(struct conn *self)
 {
     struct worker *w = self->w;
-    while (budget_over(&w->srv->budget)) {
+    /* conns_big: over the budget with only small clients (filters fill it) costs no scan. */
+    while (w->conns_big > 0 && budget_over(&w->srv->budget)) {
         struct conn *v = NULL;
         for (struct conn *x = w->conns; x != NULL; x = x->next)
             if (!x->lingering && x->charged >= CONN_SHED_MIN &&

@@ -24,6 +24,7 @@ struct worker {
     struct event_base *base;                    /* this worker's loop */
     struct listener *lis[WORKER_MAX_LISTENERS]; /* one per protocol; NULL when closed */
     struct conn *conns;                         /* every open client connection (conn.c's list) */
+    size_t conns_big;   /* of them, charged CONN_SHED_MIN or more: shed() has a candidate */
     char *rbuf;         /* read buffer shared by this worker's connections */
     struct stats stats; /* this worker's counters (STATS sums the workers) */
     struct event *tick; /* brings time-driven (windowed) filters up to date */
