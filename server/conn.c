@@ -459,7 +459,7 @@ bool conn_can_execute(const struct conn *c)
 
 bool conn_admit(const struct conn *c, enum proto_cmd cmd)
 {
-    if (c->auth == CONN_AUTH_OFF || c->auth == CONN_AUTH_OK)
+    if (!conn_needs_auth(c))
         return true;
     return cmd == PROTO_CMD_AUTH || cmd == PROTO_CMD_HELP || cmd == PROTO_CMD_VERSION ||
            cmd == PROTO_CMD_QUIT;
@@ -754,10 +754,8 @@ static void pump(struct conn *c)
         c->in_len = c->in_cap = 0;
         set_event(c, CONN_IO_READ, &c->reading, false, 0);
     }
-    bool room = unsent(c) <= cfg->max_output && c->nparked < CONN_MAX_PARKED &&
-                c->auth != CONN_AUTH_FAILING;
     bool want_write = c->out.len > c->out_sent && !c->lingering;
-    bool want_read = c->lingering || (!c->closing && !c->eof && room && !backlog);
+    bool want_read = c->lingering || (!c->eof && has_room(c) && !backlog);
     unsigned idle = cfg->idle_timeout;
     /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
     unsigned read_timeout = c->lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
