@@ -51,9 +51,11 @@ PKG_CFLAGS = $(shell pkg-config --cflags libevent libevent_openssl openssl libxx
 
 LIB_SRC := $(wildcard lib/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
-# The live page is built into the binary: server/page/index.html -> a generated C array.
+# The live page is built into the binary: server/http/page/index.html -> a generated C array.
 PAGE_SRC := build/gen/http_page.c
-SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c)) $(PAGE_SRC)
+# server/ is in folders by layer (ARCHITECTURE.md); main and lifecycle sit on top.
+SERVER_DIRS := server server/core server/store server/persist server/exec server/net server/http
+SERVER_SRC := $(filter-out server/main.c,$(foreach d,$(SERVER_DIRS),$(wildcard $(d)/*.c))) $(PAGE_SRC)
 ALL_SRC := $(LIB_SRC) $(PROTO_SRC) $(SERVER_SRC) server/main.c
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
@@ -77,7 +79,7 @@ FUZZERS := $(patsubst tests/fuzz/%.c,$(FUZZ)/%,$(FUZZ_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_SRC))
 
-FORMAT_SRC := $(wildcard lib/*.[ch] proto/*.[ch] server/*.[ch] tests/unit/*/*.[ch] \
+FORMAT_SRC := $(wildcard lib/*.[ch] proto/*.[ch] $(addsuffix /*.[ch],$(SERVER_DIRS)) tests/unit/*/*.[ch] \
                          tests/fuzz/*.[ch] bench/*.[ch])
 
 DEPS_BUILD := build/.deps-build
@@ -109,10 +111,10 @@ $(DEPS_BENCH): scripts/deps.sh
 	@touch $@
 
 # ---- generated sources ----
-$(PAGE_SRC): server/page/index.html server/http_page.h | $(DEPS_BUILD)
+$(PAGE_SRC): server/http/page/index.html server/http/http_page.h | $(DEPS_BUILD)
 	@mkdir -p $(@D)
 	{ echo '/* Generated from $< by the Makefile: do not edit. */'; \
-	  echo '#include "server/http_page.h"'; \
+	  echo '#include "server/http/http_page.h"'; \
 	  echo 'const unsigned char http_page_html[] = {'; xxd -i < $<; echo '};'; \
 	  echo 'const size_t http_page_html_len = sizeof(http_page_html);'; } > $@.tmp
 	mv $@.tmp $@
@@ -153,7 +155,7 @@ $(FUZZERS): $(FUZZ)/%: $(FUZZ)/tests/fuzz/%.o $(call objs,$(FUZZ),$(LIB_SRC) $(P
 $(BENCHES): $(REL)/bench/%: $(REL)/bench/%.o $(call objs,$(REL),$(LIB_SRC) $(PROTO_SRC))
 	$(CC) $(REL_FLAGS) $^ $(SERVER_LIBS) -o $@
 # The journal bench measures a server module: it links that one object too.
-$(REL)/bench/bench_journal: $(REL)/server/journal.o $(REL)/server/setaside.o
+$(REL)/bench/bench_journal: $(REL)/server/persist/journal.o $(REL)/server/persist/setaside.o
 
 # ---- tests ----
 # `make test`: format and layering check, unit tests, integration tests, a short run of

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "lib/sbf.h"
-#include "server/journal.h"
+#include "server/persist/journal.h"
 
 #define HASHES 100
 #define APPENDS 100000u /* records for the append and replay runs: 10M keys */

@@ -2,7 +2,7 @@
  * journal_record.h - the journal's record codec: one change to the filters (a batch of
  * key hashes, CREATE, DROP, CLEAR, UNION, INTERSECT, a window rotation) <-> one framed,
  * checksummed byte string. Pure code, no I/O and no allocation, so it is fuzzed alone;
- * server/journal.c does the files. Workload: ADD frames of ~100 hashes dominate, so the
+ * server/persist/journal.c does the files. Workload: ADD frames of ~100 hashes dominate, so the
  * framing share is 32 bytes plus the name per frame, and decoding is one pass.
  *
  * Frame (little-endian):
@@ -29,10 +29,11 @@
 #define JOURNAL_RECORD_HEADER 24u
 #define JOURNAL_RECORD_TRAILER 8u
 #define JOURNAL_RECORD_OVERHEAD (JOURNAL_RECORD_HEADER + JOURNAL_RECORD_TRAILER)
-#define JOURNAL_NAME_MAX 128u     /* PROTO_MAX_NAME */
-#define JOURNAL_MAX_HASHES 65536u /* per ADD frame; server/journal.c splits larger batches */
-#define JOURNAL_MAX_SOURCES 256u  /* per UNION/INTERSECT frame; split likewise */
-#define JOURNAL_MAX_PARAMS 4096u  /* CREATE's opaque parameter bytes */
+#define JOURNAL_NAME_MAX 128u /* PROTO_MAX_NAME */
+#define JOURNAL_MAX_HASHES                                                                         \
+    65536u                       /* per ADD frame; server/persist/journal.c splits larger batches */
+#define JOURNAL_MAX_SOURCES 256u /* per UNION/INTERSECT frame; split likewise */
+#define JOURNAL_MAX_PARAMS 4096u /* CREATE's opaque parameter bytes */
 /* Largest payload any valid frame has (an ADD of JOURNAL_MAX_HASHES, or a full UNION). */
 #define JOURNAL_RECORD_MAX_PAYLOAD (1u + JOURNAL_NAME_MAX + 4u + 16u * JOURNAL_MAX_HASHES)
 #define JOURNAL_RECORD_MAX (JOURNAL_RECORD_OVERHEAD + JOURNAL_RECORD_MAX_PAYLOAD)

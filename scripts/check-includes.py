@@ -1,27 +1,72 @@
 #!/usr/bin/env python3
-"""check-includes.py - the layering of DESIGN.md, checked: lib/ and proto/ include nothing
-from server/, lib/ includes nothing from proto/ and proto/ nothing from lib/, and no
-module of server/ (x.c and x.h) includes, directly or through others, a module that
-includes it back. `make test` runs it; it prints each circle and exits 1 if it finds one."""
+"""check-includes.py - the layering of DESIGN.md and ARCHITECTURE.md, checked.
+
+- lib/ and proto/ include nothing from server/; lib/ nothing from proto/, proto/ nothing
+  from lib/.
+- server/ is in folders by layer, bottom to top: core, store, persist, exec, repl, then
+  net and http (side by side: neither includes the other), then server/'s top level
+  (main, lifecycle). A file may include headers of its own folder and of folders below
+  it, never of a folder above or beside it.
+- No module (x.c and x.h) includes, directly or through others, a module that includes
+  it back.
+
+`make test` runs it; it prints every arrow that breaks a rule and exits 1 if it finds one.
+"""
 import os
 import re
 import sys
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-INC = re.compile(r'#include "(lib|proto|server)/([a-z_]+)\.h"')
+INC = re.compile(r'#include "((?:lib|proto|server)/(?:[a-z_]+/)*[a-z_]+)\.h"')
+
+# server/ folders and their rank: a file may include only from lower ranks or its own folder.
+RANK = {"core": 0, "store": 1, "persist": 2, "exec": 3, "repl": 4, "net": 5, "http": 5, "": 6}
+
 bad = []
 graph = {}
-for layer in ("lib", "proto", "server"):
-    for name in sorted(os.listdir(os.path.join(root, layer))):
-        if not name.endswith((".c", ".h")):
+
+
+def folder_of(module):
+    """'server/net/conn' -> 'net'; 'server/main' -> ''; 'lib/sbf' -> None."""
+    parts = module.split("/")
+    if parts[0] != "server":
+        return None
+    return parts[1] if len(parts) == 3 else ""
+
+
+def sources():
+    for top in ("lib", "proto", "server"):
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            for name in sorted(names):
+                if name.endswith((".c", ".h")):
+                    path = os.path.join(dirpath, name)
+                    yield os.path.relpath(path, root), path
+
+
+for rel, path in sources():
+    module = rel[:-2]
+    top = rel.split("/")[0]
+    folder = folder_of(module)
+    if folder is not None and folder not in RANK:
+        bad.append("%s is in server/%s/, which is no layer (add it to RANK)" % (rel, folder))
+        continue
+    text = open(path, encoding="utf-8").read()
+    for dep in INC.findall(text):
+        dep_top = dep.split("/")[0]
+        if top != "server" and dep_top != top:
+            bad.append("%s includes %s.h" % (rel, dep))
             continue
-        text = open(os.path.join(root, layer, name), encoding="utf-8").read()
-        module = name[:-2]
-        for dep_layer, dep in INC.findall(text):
-            if layer != "server" and dep_layer != layer:
-                bad.append("%s/%s includes %s/%s.h" % (layer, name, dep_layer, dep))
-            if layer == "server" and dep_layer == "server" and dep != module:
-                graph.setdefault(module, set()).add(dep)
+        if top != "server" or dep_top != "server":
+            continue
+        dep_folder = folder_of(dep)
+        if dep_folder not in RANK:
+            bad.append("%s includes %s.h, which is in no layer" % (rel, dep))
+        elif dep_folder != folder and RANK[dep_folder] >= RANK[folder]:
+            where = "beside" if RANK[dep_folder] == RANK[folder] else "above"
+            bad.append("%s includes %s.h: server/%s/ is %s server/%s/" %
+                       (rel, dep, dep_folder, where, folder or "(top)"))
+        if dep != module:
+            graph.setdefault(module, set()).add(dep)
 
 # A module's .c including another module's .h is an arrow between modules.
 seen_cycles = set()
@@ -39,7 +84,7 @@ def walk(start, node, path):
 for m in sorted(graph):
     walk(m, m, [m])
 for c in sorted(seen_cycles):
-    bad.append("include circle: " + " -> ".join("server/%s" % x for x in c + (c[0],)))
+    bad.append("include circle: " + " -> ".join(c + (c[0],)))
 for line in bad:
     print("check-includes: " + line)
 sys.exit(1 if bad else 0)

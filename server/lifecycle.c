@@ -16,19 +16,19 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "server/clock.h"
-#include "server/conn.h"
-#include "server/durable.h"
-#include "server/http.h"
-#include "server/jobs.h"
-#include "server/listen.h"
-#include "server/log.h"
+#include "server/core/clock.h"
+#include "server/core/jobs.h"
+#include "server/core/log.h"
+#include "server/http/http.h"
+#include "server/net/conn.h"
+#include "server/net/listen.h"
+#include "server/net/tls.h"
+#include "server/net/worker.h"
 #include "server/notify.h"
-#include "server/recover.h"
-#include "server/registry.h"
-#include "server/snapshot.h"
-#include "server/tls.h"
-#include "server/worker.h"
+#include "server/persist/durable.h"
+#include "server/persist/recover.h"
+#include "server/persist/snapshot.h"
+#include "server/store/registry.h"
 
 int server_init(struct server *srv, const struct config *cfg)
 {
@@ -101,7 +101,7 @@ static int drain(struct server *srv)
     }
     j->job = (struct job){.run = barrier_run, .free = barrier_free};
     j->srv = srv;
-    jobs_post(snapshot_jobs(srv->snap), &j->job);
+    jobs_post(srv->lanes[JOBS_LONG], &j->job);
     return 0;
 }
 
@@ -256,7 +256,8 @@ int server_run(struct server *srv)
     if (srv->worker == NULL || worker_init(srv->worker, srv) != 0)
         return SERVER_ENOMEM;
     struct worker *w = srv->worker;
-    if (snapshot_start(srv, w->base) != 0)
+    if (jobs_start_lanes(srv->lanes, w->base, &srv->stopping) != 0 ||
+        snapshot_start(srv, w->base) != 0)
         return SERVER_EIO;
     if (install_signals(srv, w->base) != 0 || notify_start(srv, w->base) != 0)
         return SERVER_EIO;
@@ -272,7 +273,7 @@ int server_run(struct server *srv)
     lj->job = (struct job){.run = load_run, .done = load_done, .free = load_free};
     lj->srv = srv;
     notify_status("loading snapshots");
-    jobs_post(snapshot_jobs(srv->snap), &lj->job);
+    jobs_post(srv->lanes[JOBS_LONG], &lj->job);
     if (event_base_dispatch(w->base) < 0) {
         log_msg(LOG_ERROR, "event loop failed");
         return SERVER_EIO;
@@ -280,6 +281,7 @@ int server_run(struct server *srv)
     if (srv->failed)
         return SERVER_EIO;
     int rc = snapshot_stop(srv) == 0 ? SERVER_OK : SERVER_EIO;
+    jobs_stop_lanes(srv->lanes); /* what is still queued (frees) runs first */
     durable_stop(srv);
     log_msg(LOG_INFO, "stopped");
     return rc;
@@ -287,7 +289,8 @@ int server_run(struct server *srv)
 
 void server_destroy(struct server *srv)
 {
-    snapshot_stop(srv); /* after a failed start-up: nothing to write, joins the thread */
+    snapshot_stop(srv); /* after a failed start-up: nothing to write */
+    jobs_stop_lanes(srv->lanes);
     durable_stop(srv);
     notify_stop();
     http_free(srv->http); /* after the job thread: a figures job may hold its pointer */

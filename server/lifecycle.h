@@ -7,7 +7,7 @@
 #ifndef BLOOMD_SERVER_LIFECYCLE_H
 #define BLOOMD_SERVER_LIFECYCLE_H
 
-#include "server/server.h"
+#include "server/core/server.h"
 
 enum server_err {
     SERVER_OK = 0,

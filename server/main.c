@@ -15,15 +15,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cgroup.h"
-#include "server/config.h"
-#include "server/datadir.h"
+#include "server/core/cgroup.h"
+#include "server/core/config.h"
+#include "server/core/log.h"
+#include "server/core/server.h"
 #include "server/lifecycle.h"
-#include "server/log.h"
+#include "server/persist/datadir.h"
+#include "server/persist/snapfile.h"
 #include "server/ping.h"
-#include "server/registry.h"
-#include "server/server.h"
-#include "server/snapfile.h"
+#include "server/store/registry.h"
 
 /* The data directory vanished and snapfile created it again (on the job thread): every
  * file is gone, so every filter counts as unsaved and the next snapshots rewrite them. */

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
 
-#include "server/log.h"
-#include "server/registry.h"
-#include "server/server.h"
-#include "server/snapshot.h"
+#include "server/core/log.h"
+#include "server/core/server.h"
+#include "server/persist/snapshot.h"
+#include "server/store/registry.h"
 
 static struct event *notify_timer;
 static bool last_snapshotting;

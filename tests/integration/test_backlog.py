@@ -1,4 +1,4 @@
-"""Issue 16 review: connections in the fair backlog (server/fair.c, conn.c) at their edges.
+"""Issue 16 review: connections in the fair backlog (server/net/fair.c, conn.c) at their edges.
 
 A client pipelining more than a quantum is backlogged; these check what can happen to it
 there: EOF, QUIT, parked requests (journal `always`), AUTH failures, shedding, timeouts,

@@ -144,7 +144,7 @@ def test_unusable_log_file_or_data_dir(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     r = run(["--port", "0", "--data-dir", str(blocker)])
-    # Checked before start-up (server/datadir.c), like every other unusable setting: 2.
+    # Checked before start-up (server/persist/datadir.c), like every other unusable setting: 2.
     assert r.returncode == 2 and "data directory" in r.stderr, r.stderr
 
 

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "server/auth.h"
+#include "server/core/auth.h"
 
 static void test_matches_exact_bytes_only(void **state)
 {

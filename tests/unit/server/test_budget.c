@@ -16,8 +16,8 @@
 
 #include "lib/kind.h"
 #include "lib/sbf.h"
-#include "server/budget.h"
-#include "server/registry.h"
+#include "server/core/budget.h"
+#include "server/store/registry.h"
 
 static uint64_t sum_parts(const struct budget *b)
 {

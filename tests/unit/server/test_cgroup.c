@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/cgroup.h"
+#include "server/core/cgroup.h"
 
 #define V1_UNLIMITED "9223372036854771712"
 #define MIB (UINT64_C(1) << 20)

@@ -22,15 +22,15 @@
 
 #include "lib/sbf.h"
 #include "proto/proto.h"
-#include "server/commands.h"
-#include "server/config.h"
+#include "server/core/config.h"
+#include "server/core/log.h"
+#include "server/core/park.h"
+#include "server/core/server.h"
+#include "server/exec/commands.h"
+#include "server/exec/stats.h"
 #include "server/lifecycle.h"
-#include "server/log.h"
-#include "server/park.h"
-#include "server/registry.h"
-#include "server/server.h"
-#include "server/snapshot.h"
-#include "server/stats.h"
+#include "server/persist/snapshot.h"
+#include "server/store/registry.h"
 
 static struct server srv;
 /* The counters commands_execute() is given; srv.counters points STATS at them. */
@@ -645,6 +645,7 @@ static int setup_snapshots(void **state)
     srv.cfg.snapshot_interval = 0;
     base = event_base_new();
     assert_non_null(base);
+    assert_int_equal(jobs_start_lanes(srv.lanes, base, &srv.stopping), 0);
     assert_int_equal(snapshot_start(&srv, base), 0);
     return 0;
 }

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "server/config.h"
-#include "server/log.h"
+#include "server/core/config.h"
+#include "server/core/log.h"
 
 static char err[2048];
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/datadir.h"
+#include "server/persist/datadir.h"
 
 static char top[64];
 static char err[8192];

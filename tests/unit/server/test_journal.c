@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "lib/journal_record.h"
-#include "server/journal.h"
+#include "server/persist/journal.h"
 
 #define MAX_RECS 4096
 #define MAX_REPORTS 64

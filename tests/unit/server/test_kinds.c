@@ -18,17 +18,17 @@
 
 #include "lib/kind.h"
 #include "proto/proto.h"
-#include "server/clock.h"
-#include "server/commands.h"
-#include "server/config.h"
-#include "server/kinds.h"
+#include "server/core/clock.h"
+#include "server/core/config.h"
+#include "server/core/park.h"
+#include "server/core/server.h"
+#include "server/exec/commands.h"
+#include "server/exec/stats.h"
 #include "server/lifecycle.h"
-#include "server/park.h"
-#include "server/recover.h"
-#include "server/registry.h"
-#include "server/server.h"
-#include "server/snapshot.h"
-#include "server/stats.h"
+#include "server/persist/recover.h"
+#include "server/persist/snapshot.h"
+#include "server/store/kinds.h"
+#include "server/store/registry.h"
 
 /* ---- the dummy kind: an exact set of hash.lo values ---- */
 
@@ -303,6 +303,7 @@ static void test_dummy_kind_end_to_end(void **state)
     /* Snapshot through the real job thread, then load into a fresh server. */
     struct event_base *base = event_base_new();
     assert_non_null(base);
+    assert_int_equal(jobs_start_lanes(srv.lanes, base, &srv.stopping), 0);
     assert_int_equal(snapshot_start(&srv, base), 0);
     struct waiter w = {.cpl.done = waiter_done};
     int rc;

@@ -22,14 +22,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/clock.h"
-#include "server/config.h"
-#include "server/conn.h"
-#include "server/jobs.h"
+#include "server/core/clock.h"
+#include "server/core/config.h"
+#include "server/core/jobs.h"
+#include "server/core/server.h"
 #include "server/lifecycle.h"
-#include "server/server.h"
-#include "server/snapshot.h"
-#include "server/worker.h"
+#include "server/net/conn.h"
+#include "server/net/worker.h"
+#include "server/persist/snapshot.h"
 
 #define WAIT_MS 3000 /* longest wait for an expected event */
 
@@ -64,7 +64,7 @@ static void blocker_free(struct job *j)
 static void hold_jobs(struct fixture *fx)
 {
     fx->block.job = (struct job){.run = blocker_run, .free = blocker_free};
-    jobs_post(snapshot_jobs(fx->srv.snap), &fx->block.job);
+    jobs_post(fx->srv.lanes[JOBS_LONG], &fx->block.job);
 }
 
 static void release_jobs(struct fixture *fx)
@@ -86,6 +86,7 @@ static int setup(void **state)
     fx->srv.worker = calloc(1, sizeof *fx->srv.worker);
     assert_non_null(fx->srv.worker);
     assert_int_equal(worker_init(fx->srv.worker, &fx->srv), 0);
+    assert_int_equal(jobs_start_lanes(fx->srv.lanes, fx->srv.worker->base, &fx->srv.stopping), 0);
     assert_int_equal(snapshot_start(&fx->srv, fx->srv.worker->base), 0);
     assert_int_equal(pipe(fx->block.pipe), 0);
     int sv[2];

@@ -17,14 +17,14 @@
 
 #include "lib/sbf.h"
 #include "proto/proto.h"
-#include "server/commands.h"
-#include "server/config.h"
+#include "server/core/config.h"
+#include "server/core/server.h"
+#include "server/exec/commands.h"
+#include "server/exec/stats.h"
 #include "server/lifecycle.h"
-#include "server/recover.h"
-#include "server/registry.h"
-#include "server/server.h"
-#include "server/snapshot.h"
-#include "server/stats.h"
+#include "server/persist/recover.h"
+#include "server/persist/snapshot.h"
+#include "server/store/registry.h"
 
 #define FIXTURES "tests/fixtures/v2"
 
@@ -105,6 +105,7 @@ static void test_v2_fixtures_load_and_are_rewritten(void **state)
     /* The next snapshot (here: the final one at stop) rewrites old files as v3. */
     struct event_base *base = event_base_new();
     assert_non_null(base);
+    assert_int_equal(jobs_start_lanes(srv.lanes, base, &srv.stopping), 0);
     assert_int_equal(snapshot_start(&srv, base), 0);
     assert_int_equal(snapshot_stop(&srv), 0);
     static const char *const files[] = {"v2plain.bloom", "v2grown.bloom", "v2empty.bloom"};

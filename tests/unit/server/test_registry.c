@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "lib/sbf.h"
-#include "server/registry.h"
+#include "server/store/registry.h"
 
 static struct filter *make(const char *name)
 {

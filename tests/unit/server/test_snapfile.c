@@ -1,5 +1,5 @@
 /*
- * test_snapfile.c - unit tests of server/snapfile.c against the real codec: round trips,
+ * test_snapfile.c - unit tests of server/persist/snapfile.c against the real codec: round trips,
  * failures that must leave the previous snapshot byte-identical (a refused keep(), a
  * directory in the tmp file's place, a file size limit), removal, and the start-up scan
  * that loads good files and sets every kind of damaged one aside without deleting it.
@@ -29,7 +29,7 @@
 #include "lib/container.h"
 #include "lib/kind.h"
 #include "lib/sbf.h"
-#include "server/snapfile.h"
+#include "server/persist/snapfile.h"
 
 #include <xxhash.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_snapshot.c - unit tests of the snapshot thread (server/snapshot.c) with a real
+ * test_snapshot.c - unit tests of the snapshot thread (server/persist/snapshot.c) with a real
  * event loop and registry but no sockets: dirty tracking, FIFO order of writes and
  * deletes, the quick lane (removals and small FLUSHes never behind a long write; a
  * removal before a newer write of the same name; replaced filters not written), failures that keep
@@ -26,14 +26,14 @@
 
 #include "lib/kind.h"
 #include "lib/sbf.h"
-#include "server/config.h"
-#include "server/jobs.h"
+#include "server/core/config.h"
+#include "server/core/jobs.h"
+#include "server/core/log.h"
+#include "server/core/server.h"
 #include "server/lifecycle.h"
-#include "server/log.h"
-#include "server/recover.h"
-#include "server/registry.h"
-#include "server/server.h"
-#include "server/snapshot.h"
+#include "server/persist/recover.h"
+#include "server/persist/snapshot.h"
+#include "server/store/registry.h"
 
 struct fixture {
     char dir[64];
@@ -55,6 +55,7 @@ static void start(struct fixture *fx)
         fx->base = event_base_new();
     assert_non_null(fx->base);
     assert_int_equal(recover_load(&fx->srv), 0);
+    assert_int_equal(jobs_start_lanes(fx->srv.lanes, fx->base, &fx->srv.stopping), 0);
     assert_int_equal(snapshot_start(&fx->srv, fx->base), 0);
     assert_non_null(fx->srv.snap);
 }
@@ -349,7 +350,7 @@ static void blocker_post(struct fixture *fx, struct blocker *b)
     *b = (struct blocker){.job = {.run = blocker_run, .free = blocker_free}};
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->cond, NULL);
-    jobs_post(snapshot_jobs(fx->srv.snap), &b->job);
+    jobs_post(fx->srv.lanes[JOBS_LONG], &b->job);
 }
 
 static void blocker_release(struct blocker *b)

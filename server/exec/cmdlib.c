@@ -1,0 +1,77 @@
+/*
+ * cmdlib.c - helpers shared by the command modules (see cmdlib.h).
+ */
+#include "server/exec/cmdlib.h"
+
+#include "server/core/budget.h"
+#include "server/core/clock.h"
+#include "server/core/server.h"
+#include "server/store/advance.h"
+#include "server/store/registry.h"
+
+struct filter *cmdlib_lookup(struct server *srv, struct proto_slice name)
+{
+    struct filter *f = registry_get(srv->reg, name.ptr, name.len);
+    if (f != NULL && f->ops->advance != NULL)
+        advance_filter(srv, f, clock_wall_ms());
+    return f;
+}
+
+void cmdlib_not_found(struct result *res, struct proto_slice name)
+{
+    result_set_copy(res, RESULT_NOT_FOUND, name.ptr, name.len);
+}
+
+void cmdlib_lib_error(struct result *res, int err)
+{
+    switch (err) {
+    case SBF_ENOMEM:
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        break;
+    case SBF_ELIMIT:
+        result_set(res, RESULT_SERVER_ERROR, "filter cannot grow: stage limit reached");
+        break;
+    case SBF_EINCOMPAT:
+        result_set(res, RESULT_CLIENT_ERROR, "incompatible filters");
+        break;
+    case SBF_EGROWN:
+        result_set(res, RESULT_CLIENT_ERROR,
+                   "cannot intersect grown filters (more than one stage)");
+        break;
+    case SBF_ENOTSUP:
+        result_set(res, RESULT_CLIENT_ERROR, "not supported by this filter kind");
+        break;
+    default:
+        result_set(res, RESULT_SERVER_ERROR, sbf_strerror(err));
+        break;
+    }
+}
+
+int cmdlib_install(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
+                   void *obj)
+{
+    struct filter *f = filter_new(name.ptr, name.len, ops, obj);
+    if (f == NULL) {
+        ops->free(obj);
+        return SBF_ENOMEM;
+    }
+    if (!budget_fits(&srv->budget, registry_entry_bytes(f))) {
+        filter_unref(f); /* its overhead would pass max_memory: refused like its bits */
+        return SBF_ENOMEM;
+    }
+    int rc = registry_put(srv->reg, f);
+    filter_unref(f); /* the table holds it now, or nobody does */
+    return rc == REGISTRY_OK ? SBF_OK : SBF_ENOMEM;
+}
+
+int cmdlib_replace(struct server *srv, struct filter *f, void *obj)
+{
+    struct filter *fresh = filter_new(f->name, f->name_len, f->ops, obj);
+    if (fresh == NULL) {
+        f->ops->free(obj);
+        return SBF_ENOMEM;
+    }
+    registry_replace(srv->reg, f, fresh);
+    filter_unref(fresh); /* the table holds it now */
+    return SBF_OK;
+}

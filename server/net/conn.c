@@ -1,0 +1,896 @@
+/*
+ * conn.c - client connections. Workload: a few hundred clients, some pipelining
+ * thousands of 100-key lines, most idle. A read goes into the worker's shared buffer and
+ * is parsed there in place; only an unfinished tail (or requests held back by
+ * backpressure) is copied into the connection's own buffer, so idle clients hold no
+ * input memory. Replies accumulate in one proto_buf per connection and are written once
+ * per read batch. When more than max_output reply bytes are unsent we stop parsing and
+ * reading that client until the socket drains. Bytes move through the connection's
+ * transport (server/net/conn_io.h: plain TCP, or TLS in conn_tls.c), which behaves as a
+ * non-blocking socket, so nothing here knows about TLS.
+ *
+ * Parked requests: a command that answers later gets a struct parked (its completion).
+ * Requests after it keep executing (so writes behind a held write join the same group
+ * commit), but their replies are held behind it; when the oldest parked request
+ * completes, its reply and everything held behind it move to the output, in order.
+ *
+ * Authentication (auth_token set) is a state of the connection, enum conn_auth: the
+ * drivers ask conn_admit() before running a request, and AUTH is answered here, not in
+ * commands.c, which knows no connections. A failed AUTH parks its own reply on a timer
+ * (the parked path above), and nothing else runs meanwhile, so guessing costs
+ * CONN_AUTH_DELAY_MS per try; after CONN_AUTH_MAX_FAILURES the connection is closed.
+ *
+ * Fairness: each turn (an event of the connection) executes one quantum, about
+ * CONN_QUANTUM_BYTES of input or CONN_QUANTUM_KEYS keys (a request always whole). A
+ * connection with input left after its quantum is backlogged: it stops reading (TCP
+ * backpressure bounds it) and waits in the worker's backlog (server/net/fair.h) for its next
+ * turn; a client whose input fits in a quantum never goes there. A heavy client (its last
+ * turn used a whole quantum, or it holds a long line) always waits for the backlog's
+ * round, so one pass serves every polite client at once and a bounded amount of heavy
+ * work (the round's slice, server/net/fair.h, plus one quantum).
+ *
+ * Memory: what a connection holds (itself, its input, output and held replies) is
+ * counted in the server's budget (BUDGET_CONNECTIONS) at the end of each turn, by the
+ * change of capacities; when the total passes max_memory the connections holding the
+ * most are told so and closed (shed()), largest first, until it is back under.
+ */
+#include "server/net/conn.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/core/auth.h"
+#include "server/core/budget.h"
+#include "server/core/log.h"
+#include "server/core/park.h"
+#include "server/core/server.h"
+#include "server/exec/commands.h"
+#include "server/net/conn_io.h"
+#include "server/net/fair.h"
+#include "server/net/netaddr.h"
+#include "server/net/worker.h"
+
+#define CONN_MIN_IN 1024               /* input buffers up to this size are kept while idle */
+#define CONN_KEEP_OUT 4096             /* larger reply buffers are freed once drained */
+#define CONN_CLOSE_SECONDS 5           /* wait for a closing client to read its last reply */
+#define CONN_MAX_PARKED 1024           /* parked requests per connection before parsing waits */
+#define CONN_AUTH_DELAY_MS 250         /* a failed AUTH is answered this late */
+#define CONN_AUTH_MAX_FAILURES 5       /* failed AUTHs before the connection is closed */
+#define CONN_QUANTUM_BYTES (64 * 1024) /* input parsed per turn before yielding */
+#define CONN_QUANTUM_KEYS 4096         /* keys executed per turn before yielding */
+#define CONN_SHED_MIN (64 * 1024)      /* a connection holding less is never shed */
+#define CONN_SHED_REPLY "SERVER_ERROR out of memory: client buffers over max_memory, closing\r\n"
+
+/* Where a connection is with authentication; one state, not a set of flags. */
+enum conn_auth {
+    CONN_AUTH_OFF,     /* no token configured: every request runs */
+    CONN_AUTH_NEEDED,  /* only AUTH, HELP, VERSION and QUIT run */
+    CONN_AUTH_FAILING, /* a failed AUTH's reply waits on ev_auth; nothing runs until it leaves */
+    CONN_AUTH_OK,      /* authenticated: every request runs */
+};
+
+struct conn;
+
+/* A request whose reply comes later, and the replies of the requests behind it. */
+struct parked {
+    struct completion cpl; /* handed to the command; first member */
+    struct parked *next;   /* younger parked request */
+    struct conn *c;
+    bool done;                       /* reply holds its reply */
+    unsigned char ctx[CONN_CTX_MAX]; /* the driver's context for format_parked */
+    struct proto_buf reply;          /* its formatted reply, once done */
+    struct proto_buf after;          /* replies of later requests, held until it is answered */
+};
+
+struct conn {
+    struct worker *w;
+    const struct conn_proto *proto;
+    struct conn *prev, *next; /* w->conns */
+    struct conn_io *io;       /* the transport: plain TCP or TLS (conn_io.h) */
+    char *in;                 /* unparsed input that outlived a read; NULL when none */
+    size_t in_len, in_cap;
+    struct proto_buf out; /* replies; out.data[out_sent..out.len) not yet written */
+    size_t out_sent;
+    struct parked *parked, *parked_tail; /* oldest first */
+    size_t nparked;
+    size_t held;               /* bytes in the parked requests' buffers */
+    struct parked *spare;      /* the completion offered to the next command; NULL until needed */
+    size_t skip;               /* input bytes to discard before parsing resumes */
+    struct result res;         /* scratch result, reused by every request */
+    bool reading;              /* io is watched for reading, with the idle timeout */
+    bool writing;              /* io is watched for writing, while output is unsent */
+    bool eof;                  /* the peer sent everything it will send */
+    bool closing;              /* no more requests: close once the output is written */
+    bool lingering;            /* write side shut: discarding input until EOF or timeout */
+    char peer[NETADDR_MAX];    /* address for log lines */
+    enum conn_auth auth;       /* what the client may run */
+    unsigned auth_failures;    /* failed AUTHs so far */
+    struct event *ev_auth;     /* timer releasing a failed AUTH's reply; NULL until one fails */
+    struct parked *auth_reply; /* that reply, parked; NULL when none waits */
+    struct event *ev_pump;     /* active: answers arrived, pump later this pass; NULL until one */
+    struct fair_link fair;     /* in the worker's backlog while its input waits for a turn */
+    size_t turn_bytes;         /* input consumed this turn */
+    size_t turn_keys;          /* keys executed this turn */
+    bool turn_open;            /* this turn may execute (a heavy client may wait for a pass) */
+    bool heavy;                /* its last turn used a whole quantum, or it holds a long line */
+    bool read_wait;            /* heavy and readable: the backlog's turn reads */
+    size_t charged;            /* bytes counted for it in the server's budget */
+};
+
+static void on_read(void *arg, bool timed_out);
+static void on_write(void *arg, bool timed_out);
+static void pump(struct conn *c);
+static void turn_begin(struct conn *c);
+static void on_turn(struct fair_link *l);
+
+/* ---- output ---- */
+
+static size_t unsent(const struct conn *c)
+{
+    return c->out.len - c->out_sent + c->held;
+}
+
+/* Where the reply of a request executed now goes: the output, or behind a parked one. */
+static struct proto_buf *reply_buf(struct conn *c)
+{
+    return c->parked_tail != NULL ? &c->parked_tail->after : &c->out;
+}
+
+static void account_held(struct conn *c, size_t before, const struct proto_buf *b)
+{
+    if (b != &c->out)
+        c->held += b->len - before;
+}
+
+static void append_buf(struct proto_buf *dst, const struct proto_buf *src)
+{
+    if (src->failed)
+        dst->failed = true;
+    if (src->len == 0 || dst->failed)
+        return;
+    size_t need = dst->len + src->len;
+    if (need > dst->cap) {
+        char *p = realloc(dst->data, need);
+        if (p == NULL) {
+            dst->failed = true;
+            return;
+        }
+        dst->data = p;
+        dst->cap = need;
+    }
+    memcpy(dst->data + dst->len, src->data, src->len);
+    dst->len = need;
+}
+
+static void parked_free(struct parked *p)
+{
+    if (p == NULL)
+        return;
+    proto_buf_free(&p->reply);
+    proto_buf_free(&p->after);
+    free(p);
+}
+
+/* Moves the answered parked requests at the head, and what they held, to the output. */
+static void release_parked(struct conn *c)
+{
+    while (c->parked != NULL && c->parked->done) {
+        struct parked *p = c->parked;
+        c->parked = p->next;
+        if (c->parked == NULL)
+            c->parked_tail = NULL;
+        c->nparked--;
+        c->held -= p->reply.len + p->after.len;
+        append_buf(&c->out, &p->reply);
+        append_buf(&c->out, &p->after);
+        parked_free(p);
+    }
+}
+
+static void conn_free(struct conn *c)
+{
+    struct worker *w = c->w;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    if (c->fair.queued)
+        fair_remove(&w->fair, &c->fair);
+    budget_release(&w->srv->budget, BUDGET_CONNECTIONS, c->charged);
+    if (c->charged >= CONN_SHED_MIN)
+        w->conns_big--;
+    if (c->ev_auth != NULL)
+        event_free(c->ev_auth);
+    if (c->ev_pump != NULL)
+        event_free(c->ev_pump); /* also takes it off the active queue */
+    c->io->ops->close(c->io);
+    free(c->in);
+    proto_buf_free(&c->out);
+    while (c->parked != NULL) { /* only at shutdown: completions are never called then */
+        struct parked *p = c->parked;
+        c->parked = p->next;
+        parked_free(p);
+    }
+    parked_free(c->spare);
+    result_free(&c->res);
+    w->stats.conn_current--;
+    log_msg(LOG_DEBUG, "closed connection from %s", c->peer);
+    free(c);
+}
+
+/* Closes now, unless a command still owes this connection a reply (then when it comes). */
+static void conn_close(struct conn *c)
+{
+    if (c->parked != NULL) {
+        c->closing = true;
+        c->lingering = true; /* nothing more to send to a peer that is gone */
+        if (c->fair.queued)
+            fair_remove(&c->w->fair, &c->fair);
+        if (c->reading)
+            c->io->ops->unwatch(c->io, CONN_IO_READ);
+        if (c->writing)
+            c->io->ops->unwatch(c->io, CONN_IO_WRITE);
+        c->reading = c->writing = false;
+        return;
+    }
+    conn_free(c);
+}
+
+/* Answers arrived this pass: writes them and goes on, once for all of them. */
+static void on_pump(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (c->lingering && c->closing && !c->reading && c->parked == NULL) {
+        conn_free(c); /* the peer left while we were waiting */
+        return;
+    }
+    pump(c);
+}
+
+/*
+ * The completion of a parked request: formats its reply and moves what it can. The
+ * pump (the write, and parsing what waited behind) runs at the end of the pass: a group
+ * commit releases many replies of one connection at once, and they share one write(2).
+ * Without memory for that event it pumps at once.
+ */
+static void on_parked_done(struct completion *cpl, const struct result *r)
+{
+    struct parked *p = (struct parked *)cpl;
+    struct conn *c = p->c;
+    p->done = true;
+    turn_begin(c); /* a new turn: the answer may let parsing go on */
+    size_t before = p->reply.len;
+    c->proto->format_parked(&p->reply, p->ctx, r);
+    c->held += p->reply.len - before;
+    if (p != c->parked)
+        return; /* an older request still waits: this reply waits behind it */
+    release_parked(c);
+    if (c->ev_pump == NULL)
+        c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
+    if (c->ev_pump != NULL) {
+        event_active(c->ev_pump, 0, 0); /* once: an active event stays active once */
+        return;
+    }
+    on_pump(-1, 0, c);
+}
+
+/*
+ * The completion offered to a command: the connection's spare parked request, or NULL
+ * if out of memory. It joins the queue only if the command parks.
+ */
+static struct parked *spare(struct conn *c)
+{
+    if (c->spare == NULL) {
+        c->spare = calloc(1, sizeof *c->spare);
+        if (c->spare == NULL)
+            return NULL;
+        c->spare->cpl.done = on_parked_done;
+        c->spare->c = c;
+    }
+    return c->spare;
+}
+
+/* The spare's command parked: it goes to the tail of the queue. */
+static void park(struct conn *c)
+{
+    struct parked *p = c->spare;
+    c->spare = NULL;
+    if (c->parked_tail != NULL)
+        c->parked_tail->next = p;
+    else
+        c->parked = p;
+    c->parked_tail = p;
+    c->nparked++;
+}
+
+/*
+ * Starts or stops watching one direction of c->io. Watching again a direction that is on
+ * only restarts its timeout (cheap), so a closing client gets the shorter close deadline.
+ */
+static void set_event(struct conn *c, enum conn_io_dir dir, bool *on, bool want, unsigned timeout)
+{
+    if (want && (!*on || timeout > 0))
+        c->io->ops->watch(c->io, dir, timeout);
+    else if (!want && *on)
+        c->io->ops->unwatch(c->io, dir);
+    *on = want;
+}
+
+int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
+               const struct sockaddr *peer, socklen_t peerlen)
+{
+    struct conn_io *io = conn_io_plain_new(w->base, fd);
+    if (io == NULL) {
+        log_msg(LOG_ERROR, "accept: out of memory for a new connection");
+        close(fd);
+        return -1;
+    }
+    return conn_start_io(w, proto, io, peer, peerlen);
+}
+
+int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
+                  const struct sockaddr *peer, socklen_t peerlen)
+{
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        log_msg(LOG_ERROR, "accept: out of memory for a new connection");
+        io->ops->close(io);
+        return -1;
+    }
+    c->w = w;
+    c->proto = proto;
+    c->io = io;
+    io->on_read = on_read;
+    io->on_write = on_write;
+    io->arg = c;
+    result_init(&c->res);
+    c->fair.turn = on_turn;
+    c->charged = sizeof *c;
+    budget_charge(&w->srv->budget, BUDGET_CONNECTIONS, c->charged);
+    c->auth = w->srv->auth.set ? CONN_AUTH_NEEDED : CONN_AUTH_OFF;
+    netaddr_format(peer, peerlen, c->peer, sizeof(c->peer));
+    c->next = w->conns;
+    if (c->next != NULL)
+        c->next->prev = c;
+    w->conns = c;
+    w->stats.conn_current++;
+    w->stats.conn_total++;
+    set_event(c, CONN_IO_READ, &c->reading, true, w->srv->cfg.idle_timeout);
+    log_msg(LOG_DEBUG, "connection from %s", c->peer);
+    return 0;
+}
+
+/* ---- the driver API ---- */
+
+struct worker *conn_worker(const struct conn *c)
+{
+    return c->w;
+}
+
+const char *conn_peer(const struct conn *c)
+{
+    return c->peer;
+}
+
+struct result *conn_result(struct conn *c)
+{
+    return &c->res;
+}
+
+/* Room for more replies: not closing, and neither the output nor the parked queue full. */
+static bool has_room(const struct conn *c)
+{
+    return !c->closing && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
+           unsent(c) <= c->w->srv->cfg.max_output;
+}
+
+/* ---- fairness ---- */
+
+/*
+ * A new turn of an event. A heavy client executes nothing here: its input waits for the
+ * backlog's round, the one place heavy work runs (its reads too: on_read), so a pass never
+ * holds more of it than the round's slice and one turn.
+ */
+static void turn_begin(struct conn *c)
+{
+    c->turn_bytes = c->turn_keys = 0;
+    c->turn_open = !c->heavy;
+}
+
+static bool quantum_spent(const struct conn *c)
+{
+    return c->turn_bytes >= CONN_QUANTUM_BYTES || c->turn_keys >= CONN_QUANTUM_KEYS;
+}
+
+static bool quantum_left(const struct conn *c)
+{
+    return c->turn_open && !quantum_spent(c);
+}
+
+/* Puts c into the worker's backlog, or takes it out. */
+static void set_backlog(struct conn *c, bool on)
+{
+    if (on && !c->fair.queued)
+        fair_join(&c->w->fair, &c->fair);
+    else if (!on && c->fair.queued)
+        fair_remove(&c->w->fair, &c->fair);
+}
+
+static void read_turn(struct conn *c, bool timed_out);
+
+/*
+ * The backlog round's turn for c (the round decided that it runs now): the read it was
+ * waiting for, or a quantum of its buffered input. May free c.
+ */
+static void on_turn(struct fair_link *l)
+{
+    struct conn *c = (struct conn *)(void *)((char *)l - offsetof(struct conn, fair));
+    turn_begin(c);
+    c->turn_open = true; /* its turn in the backlog, heavy or not */
+    if (!c->read_wait) {
+        pump(c);
+        return;
+    }
+    /* Reading goes on again unless this turn leaves input for the next one (pump). */
+    c->read_wait = false;
+    set_event(c, CONN_IO_READ, &c->reading, true, c->w->srv->cfg.idle_timeout);
+    read_turn(c, false);
+}
+
+void conn_spend(struct conn *c, size_t bytes, size_t keys)
+{
+    c->turn_bytes += bytes;
+    c->turn_keys += keys;
+}
+
+bool conn_can_execute(const struct conn *c)
+{
+    return has_room(c) && quantum_left(c);
+}
+
+bool conn_admit(const struct conn *c, enum proto_cmd cmd)
+{
+    if (!conn_needs_auth(c))
+        return true;
+    return cmd == PROTO_CMD_AUTH || cmd == PROTO_CMD_HELP || cmd == PROTO_CMD_VERSION ||
+           cmd == PROTO_CMD_QUIT;
+}
+
+bool conn_needs_auth(const struct conn *c)
+{
+    return c->auth != CONN_AUTH_OFF && c->auth != CONN_AUTH_OK;
+}
+
+/* The failed AUTH's delay is over: its reply goes out and parsing resumes. May free c. */
+static void on_auth_delay(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    struct parked *p = c->auth_reply;
+    bool last = c->auth_failures >= CONN_AUTH_MAX_FAILURES;
+    c->auth_reply = NULL;
+    c->auth = CONN_AUTH_NEEDED;
+    completion_finish(&p->cpl, RESULT_CLIENT_ERROR,
+                      last ? "invalid token; too many failures, closing" : "invalid token");
+}
+
+/*
+ * AUTH: OK at once when the token matches; otherwise the reply is parked for
+ * CONN_AUTH_DELAY_MS (returns NULL) and the failure logged with the peer.
+ */
+static const struct result *auth_execute(struct conn *c, const struct proto_request *req)
+{
+    const struct server *srv = c->w->srv;
+    if (!srv->auth.set) {
+        result_set(&c->res, RESULT_CLIENT_ERROR, "no auth_token is configured");
+        return &c->res;
+    }
+    if (auth_key_matches(&srv->auth, req->args.ptr, req->args.len)) {
+        c->auth = CONN_AUTH_OK;
+        result_set(&c->res, RESULT_OK, NULL);
+        return &c->res;
+    }
+    c->auth_failures++;
+    log_msg(LOG_WARN, "client %s: AUTH failed (%u of %d)", c->peer, c->auth_failures,
+            CONN_AUTH_MAX_FAILURES);
+    if (c->ev_auth == NULL)
+        c->ev_auth = evtimer_new(c->w->base, on_auth_delay, c);
+    struct timeval tv = {.tv_sec = 0, .tv_usec = CONN_AUTH_DELAY_MS * 1000};
+    if (c->ev_auth == NULL || evtimer_add(c->ev_auth, &tv) != 0) {
+        result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
+        c->closing = true;
+        return &c->res;
+    }
+    c->auth = CONN_AUTH_FAILING;
+    c->auth_reply = c->spare;
+    if (c->auth_failures >= CONN_AUTH_MAX_FAILURES)
+        c->closing = true; /* nothing after this AUTH runs; close once its reply is out */
+    park(c);
+    return NULL;
+}
+
+struct proto_buf *conn_reply_begin(struct conn *c, size_t *mark)
+{
+    struct proto_buf *b = reply_buf(c);
+    *mark = b->len;
+    return b;
+}
+
+void conn_reply_end(struct conn *c, struct proto_buf *b, size_t mark)
+{
+    account_held(c, mark, b);
+}
+
+const struct result *conn_execute(struct conn *c, const struct proto_request *req, const void *ctx,
+                                  size_t ctx_len)
+{
+    struct parked *p = spare(c);
+    result_reset(&c->res);
+    if (p == NULL) {
+        result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
+        return &c->res;
+    }
+    if (ctx_len > 0) /* for format_parked, if it parks (a failed AUTH does) */
+        memcpy(p->ctx, ctx, ctx_len < CONN_CTX_MAX ? ctx_len : CONN_CTX_MAX);
+    if (req->cmd == PROTO_CMD_AUTH)
+        return auth_execute(c, req);
+    /* done() is never called before commands_execute returns, so parking after is safe. */
+    if (commands_execute(c->w->srv, &c->w->stats, req, &c->res, &p->cpl) != CMD_PENDING) {
+        if (c->res.status == RESULT_CLOSE)
+            c->closing = true;
+        return &c->res;
+    }
+    park(c);
+    return NULL;
+}
+
+void conn_finish(struct conn *c)
+{
+    c->closing = true;
+}
+
+void conn_skip(struct conn *c, size_t n)
+{
+    c->skip += n;
+}
+
+/* Drops skipped bytes from buf[0..len), then lets the protocol serve the rest. */
+static size_t execute_all(struct conn *c, const char *buf, size_t len)
+{
+    size_t off = c->skip < len ? c->skip : len;
+    c->skip -= off;
+    if (off == len || !conn_can_execute(c))
+        return off;
+    return off + c->proto->serve(c, buf + off, len - off);
+}
+
+/* Parses what the connection's own buffer holds. Returns true if anything was consumed. */
+static bool execute_buffered(struct conn *c)
+{
+    if (c->in_len == 0)
+        return false;
+    size_t used = execute_all(c, c->in, c->in_len);
+    if (used == 0)
+        return false;
+    c->in_len -= used;
+    memmove(c->in, c->in + used, c->in_len);
+    if (c->in_len == 0 && c->in_cap > CONN_MIN_IN) {
+        free(c->in); /* held a long line or a backlog: do not keep it */
+        c->in = NULL;
+        c->in_cap = 0;
+    }
+    return true;
+}
+
+/* Makes room for `more` bytes after in_len. Returns false on allocation failure. */
+static bool reserve_in(struct conn *c, size_t more)
+{
+    if (c->in_cap - c->in_len >= more)
+        return true;
+    size_t cap = c->in_cap > 0 ? c->in_cap : CONN_MIN_IN;
+    while (cap - c->in_len < more)
+        cap *= 2;
+    char *p = realloc(c->in, cap);
+    if (p == NULL)
+        return false;
+    c->in = p;
+    c->in_cap = cap;
+    return true;
+}
+
+/* Writes as much output as the socket takes. Returns -1 on a socket error. */
+static int flush_out(struct conn *c)
+{
+    while (c->out.len > c->out_sent) {
+        ssize_t n = c->io->ops->write(c->io, c->out.data + c->out_sent, c->out.len - c->out_sent);
+        if (n == CONN_IO_AGAIN)
+            return 0;
+        if (n < 0) {
+            log_msg(LOG_DEBUG, "write to %s: %s", c->peer, strerror(errno));
+            return -1;
+        }
+        c->out_sent += (size_t)n;
+        c->w->stats.bytes_written += (uint64_t)n;
+    }
+    if (c->out.cap > CONN_KEEP_OUT) {
+        proto_buf_free(&c->out);
+        memset(&c->out, 0, sizeof(c->out));
+    } else {
+        proto_buf_reset(&c->out);
+    }
+    c->out_sent = 0;
+    return 0;
+}
+
+/* ---- memory ---- */
+
+/* Bytes c holds now: itself, its buffers' capacities, held replies, parked requests. */
+static size_t holding(const struct conn *c)
+{
+    size_t n = sizeof *c + c->in_cap + c->out.cap + c->held + c->nparked * sizeof(struct parked) +
+               c->io->ops->held(c->io);
+    return c->spare != NULL ? n + sizeof *c->spare : n;
+}
+
+/* Brings the budget's count of c up to date (a change of capacity, not per byte). */
+static void account(struct conn *c)
+{
+    struct budget *b = &c->w->srv->budget;
+    size_t now = holding(c);
+    if (now > c->charged)
+        budget_charge(b, BUDGET_CONNECTIONS, now - c->charged);
+    else if (now < c->charged)
+        budget_release(b, BUDGET_CONNECTIONS, c->charged - now);
+    if ((now >= CONN_SHED_MIN) != (c->charged >= CONN_SHED_MIN)) {
+        if (now >= CONN_SHED_MIN)
+            c->w->conns_big++;
+        else
+            c->w->conns_big--;
+    }
+    c->charged = now;
+}
+
+/* Closes v for holding the most while the budget is exceeded; it is told why (best effort). */
+static void shed_one(struct conn *v)
+{
+    log_msg(LOG_WARN, "client %s holds %zu bytes of buffers with max_memory exceeded, closing",
+            v->peer, v->charged);
+    v->w->stats.conn_shed++;
+    free(v->in);
+    v->in = NULL;
+    v->in_len = v->in_cap = 0;
+    proto_buf_free(&v->out);
+    memset(&v->out, 0, sizeof v->out);
+    v->out_sent = 0;
+    if (v->io->ops->write(v->io, CONN_SHED_REPLY, sizeof CONN_SHED_REPLY - 1) == -1)
+        log_msg(LOG_DEBUG, "write to %s: %s", v->peer, strerror(errno));
+    v->closing = v->eof = true;
+    account(v);
+    conn_close(v);
+}
+
+/*
+ * While the budget is over its limit, closes the connection of self's worker holding the
+ * most (at least CONN_SHED_MIN bytes: idle clients are never shed). May free self.
+ */
+static void shed(struct conn *self)
+{
+    struct worker *w = self->w;
+    /* conns_big: over the budget with only small clients (filters fill it) costs no scan. */
+    while (w->conns_big > 0 && budget_over(&w->srv->budget)) {
+        struct conn *v = NULL;
+        for (struct conn *x = w->conns; x != NULL; x = x->next)
+            if (!x->lingering && x->charged >= CONN_SHED_MIN &&
+                (v == NULL || x->charged > v->charged))
+                v = x;
+        if (v == NULL)
+            return;
+        shed_one(v);
+    }
+}
+
+/*
+ * Brings the connection up to date after any event: runs buffered requests that output
+ * room and its quantum allow, writes, chooses which events to wait for (or the backlog),
+ * and counts its memory. May free c.
+ */
+static void pump(struct conn *c)
+{
+    const struct config *cfg = &c->w->srv->cfg;
+    for (;;) {
+        bool progress = !c->lingering && execute_buffered(c);
+        bool blocked = !has_room(c) && !c->closing; /* parsing waits for room */
+        if (c->out.failed) {
+            log_msg(LOG_ERROR, "client %s: out of memory for replies, closing", c->peer);
+            c->out.failed = false;
+            c->closing = true;
+            c->eof = true;
+            conn_close(c);
+            return;
+        }
+        if (!c->lingering && flush_out(c) < 0) {
+            conn_close(c);
+            return;
+        }
+        /*
+         * Go round again while requests may still be waiting in the buffer: after
+         * progress, or when the write just made room for parsing that was blocked.
+         */
+        if ((!progress && !blocked) || !conn_can_execute(c))
+            break;
+    }
+    /* Input left after a whole quantum waits, unread, for the backlog's next turn. */
+    bool backlog = !c->lingering && ((c->read_wait && !c->closing) ||
+                                     (c->in_len > 0 && has_room(c) && !quantum_left(c)));
+    if (c->turn_open)
+        c->heavy = quantum_spent(c) || c->in_len > WORKER_RBUF / 2;
+    bool waiting = c->parked != NULL;
+    /* After EOF, once nothing executable is left (an unfinished line is dropped). */
+    if (c->eof && !backlog && has_room(c))
+        c->closing = true;
+    if (c->closing && unsent(c) == 0 && !c->lingering && !waiting) {
+        if (c->eof) {
+            conn_close(c);
+            return;
+        }
+        /*
+         * Half-close and keep reading (discarding) until the peer closes: closing with
+         * unread input would send a reset that can destroy our last reply in flight.
+         */
+        c->io->ops->shutdown(c->io);
+        c->lingering = true;
+        free(c->in);
+        c->in = NULL;
+        c->in_len = c->in_cap = 0;
+        set_event(c, CONN_IO_READ, &c->reading, false, 0);
+    }
+    bool want_write = c->out.len > c->out_sent && !c->lingering;
+    bool want_read = c->lingering || (!c->eof && has_room(c) && !backlog);
+    unsigned idle = cfg->idle_timeout;
+    /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
+    unsigned read_timeout = c->lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
+    set_event(c, CONN_IO_WRITE, &c->writing, want_write, c->closing ? CONN_CLOSE_SECONDS : idle);
+    set_event(c, CONN_IO_READ, &c->reading, want_read, read_timeout);
+    set_backlog(c, backlog);
+    account(c);
+    if (budget_over(&c->w->srv->budget))
+        shed(c); /* may free c */
+}
+
+/* A read event of c: reads once and executes a quantum. May free c. */
+static void read_turn(struct conn *c, bool timed_out)
+{
+    struct worker *w = c->w;
+    const struct config *cfg = &w->srv->cfg;
+    if (timed_out) {
+        if (!c->lingering)
+            log_msg(LOG_INFO, "client %s idle for %u s, closing", c->peer, cfg->idle_timeout);
+        conn_close(c);
+        return;
+    }
+    if (c->lingering) {
+        ssize_t n = c->io->ops->read(c->io, w->rbuf, WORKER_RBUF);
+        if (n == 0 || n == -1)
+            conn_close(c);
+        return;
+    }
+    /*
+     * Usually the unfinished tail (a part of one line) is copied in front of the shared
+     * buffer and the read goes after it. Only a line longer than half the shared buffer
+     * grows in the connection's own buffer, up to max_line.
+     */
+    bool shared = c->in_len <= WORKER_RBUF / 2;
+    char *dst = w->rbuf + c->in_len;
+    size_t room = WORKER_RBUF - c->in_len;
+    if (shared) {
+        if (c->in_len > 0)
+            memcpy(w->rbuf, c->in, c->in_len);
+    } else {
+        size_t want = c->in_len < cfg->max_line ? cfg->max_line - c->in_len : 1;
+        if (want > WORKER_RBUF)
+            want = WORKER_RBUF;
+        if (!reserve_in(c, want)) {
+            log_msg(LOG_ERROR, "client %s: out of memory for input, closing", c->peer);
+            conn_close(c);
+            return;
+        }
+        dst = c->in + c->in_len;
+        room = c->in_cap - c->in_len;
+    }
+    ssize_t n = c->io->ops->read(c->io, dst, room);
+    if (n == CONN_IO_AGAIN)
+        return;
+    if (n < 0) {
+        log_msg(LOG_DEBUG, "read from %s: %s", c->peer, strerror(errno));
+        conn_close(c);
+        return;
+    }
+    if (n == 0) {
+        /* The peer finished sending: answer what it sent (pump), then close. */
+        c->eof = true;
+        pump(c);
+        return;
+    }
+    w->stats.bytes_read += (uint64_t)n;
+    if (!shared) {
+        c->in_len += (size_t)n;
+        /*
+         * Reading is on only while the buffer holds nothing but one unfinished line, so
+         * without a newline in the new bytes there is nothing to parse yet: re-scanning
+         * the whole line on every read would cost O(line) per read to a trickling client.
+         */
+        if (memchr(dst, '\n', (size_t)n) == NULL && c->in_len < cfg->max_line) {
+            account(c);
+            if (budget_over(&w->srv->budget))
+                shed(c); /* may free c */
+            return;
+        }
+    } else {
+        size_t total = c->in_len + (size_t)n;
+        c->in_len = 0;
+        if (c->in_cap > CONN_MIN_IN) {
+            free(c->in); /* it held a long tail; a new one gets a fitting buffer */
+            c->in = NULL;
+            c->in_cap = 0;
+        }
+        size_t used = execute_all(c, w->rbuf, total);
+        size_t left = total - used;
+        if (left > 0 && !c->closing) {
+            if (!reserve_in(c, left)) {
+                log_msg(LOG_ERROR, "client %s: out of memory for input, closing", c->peer);
+                conn_close(c);
+                return;
+            }
+            memcpy(c->in, w->rbuf + used, left);
+            c->in_len = left;
+        }
+    }
+    pump(c);
+}
+
+static void on_read(void *arg, bool timed_out)
+{
+    struct conn *c = arg;
+    struct fair *q = &c->w->fair;
+    uint64_t t0 = fair_enter(q);
+    if (c->heavy && !c->lingering && !timed_out) {
+        c->read_wait = true; /* read in the backlog's turn: the round bounds heavy work */
+        set_event(c, CONN_IO_READ, &c->reading, false, 0);
+        set_backlog(c, true);
+    } else {
+        turn_begin(c);
+        read_turn(c, timed_out);
+    }
+    fair_exit(q, t0);
+}
+
+static void on_write(void *arg, bool timed_out)
+{
+    struct conn *c = arg;
+    struct fair *q = &c->w->fair;
+    uint64_t t0 = fair_enter(q);
+    if (timed_out) {
+        log_msg(LOG_INFO, "client %s has not read its replies, closing", c->peer);
+        conn_close(c);
+    } else {
+        turn_begin(c);
+        pump(c);
+    }
+    fair_exit(q, t0);
+}
+
+void conn_close_all(struct worker *w)
+{
+    while (w->conns != NULL)
+        conn_free(w->conns);
+}
