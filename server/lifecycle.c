@@ -19,6 +19,7 @@
 #include "server/core/clock.h"
 #include "server/core/jobs.h"
 #include "server/core/log.h"
+#include "server/exec/recover.h"
 #include "server/http/http.h"
 #include "server/net/conn.h"
 #include "server/net/listen.h"
@@ -26,7 +27,6 @@
 #include "server/net/worker.h"
 #include "server/notify.h"
 #include "server/persist/durable.h"
-#include "server/persist/recover.h"
 #include "server/persist/snapshot.h"
 #include "server/store/registry.h"
 
@@ -197,7 +197,7 @@ static void load_run(struct job *j)
     struct load_job *lj = (struct load_job *)j;
     lj->rc = recover_load(lj->srv);
     if (lj->rc == 0)
-        lj->rc = durable_start(lj->srv); /* replay the journal over the snapshots */
+        lj->rc = recover_journal(lj->srv); /* replayed over the snapshots, then opened */
     if (lj->rc == 0)
         recover_settle(lj->srv);
 }

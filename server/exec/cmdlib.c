@@ -3,7 +3,6 @@
  */
 #include "server/exec/cmdlib.h"
 
-#include "server/core/budget.h"
 #include "server/core/clock.h"
 #include "server/core/server.h"
 #include "server/store/advance.h"
@@ -45,33 +44,4 @@ void cmdlib_lib_error(struct result *res, int err)
         result_set(res, RESULT_SERVER_ERROR, sbf_strerror(err));
         break;
     }
-}
-
-int cmdlib_install(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
-                   void *obj)
-{
-    struct filter *f = filter_new(name.ptr, name.len, ops, obj);
-    if (f == NULL) {
-        ops->free(obj);
-        return SBF_ENOMEM;
-    }
-    if (!budget_fits(&srv->budget, registry_entry_bytes(f))) {
-        filter_unref(f); /* its overhead would pass max_memory: refused like its bits */
-        return SBF_ENOMEM;
-    }
-    int rc = registry_put(srv->reg, f);
-    filter_unref(f); /* the table holds it now, or nobody does */
-    return rc == REGISTRY_OK ? SBF_OK : SBF_ENOMEM;
-}
-
-int cmdlib_replace(struct server *srv, struct filter *f, void *obj)
-{
-    struct filter *fresh = filter_new(f->name, f->name_len, f->ops, obj);
-    if (fresh == NULL) {
-        f->ops->free(obj);
-        return SBF_ENOMEM;
-    }
-    registry_replace(srv->reg, f, fresh);
-    filter_unref(fresh); /* the table holds it now */
-    return SBF_OK;
 }

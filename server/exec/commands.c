@@ -5,7 +5,9 @@
  * block before probing; per-key answers go into the result's reused array, so nothing is
  * allocated per request once warm. A filter is looked up once per request and held by a
  * reference until the request is done. Every filter is reached through its kind's
- * operations (lib/kind.h), so a new kind needs no change here.
+ * operations (lib/kind.h), so a new kind needs no change here. Every change goes through
+ * exec/mutate.h, which applies, journals and positions it; this file decides only what
+ * to change and what to answer.
  */
 #include "server/exec/commands.h"
 
@@ -24,13 +26,12 @@
 #include "server/core/park.h"
 #include "server/core/server.h"
 #include "server/exec/cmdlib.h"
+#include "server/exec/mutate.h"
 #include "server/exec/setop.h"
 #include "server/exec/stats.h"
-#include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
 #include "server/store/advance.h"
 #include "server/store/kinds.h"
-#include "server/store/offload.h"
 #include "server/store/registry.h"
 
 /* The kind a CREATE asks for, or NULL (res set) if there is none by that name. */
@@ -84,102 +85,16 @@ static void exists(struct result *res, const struct filter *f, const struct kind
     result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
 }
 
-/* ---- the journal's records of mutations (server/persist/durable.h) ---- */
-
-/* The command's answer for a write journaled at pos: held until durable, or now. */
-static int durable_reply(struct server *srv, uint64_t pos, const struct result *res,
-                         struct completion *later)
+/* The command's answer for a change whose last record is at pos: held, or now. */
+static int reply(struct server *srv, uint64_t pos, const struct result *res,
+                 struct completion *later)
 {
-    return durable_hold(srv, pos, res, later) ? CMD_PENDING : CMD_DONE;
+    return mutate_reply(srv, pos, res, later) ? CMD_PENDING : CMD_DONE;
 }
 
-static struct journal_name jname(const struct filter *f)
-{
-    return (struct journal_name){f->name, f->name_len};
-}
-
-/* Keys h[0..n) were added to f: the background set operation into f logs them. */
-static void note_adds(struct filter *f, const struct sbf_hash *h, size_t n)
-{
-    if (f->setop != NULL)
-        setop_note_adds(f->setop, h, n);
-}
-
-/*
- * After an add batch of h[0..n) failed (a growth refused): how many keys it processed.
- * The failing key is the first one still absent: every key before it was added, and the
- * failure changed nothing.
- */
-static size_t processed(const struct filter *f, const struct sbf_hash *h, size_t n)
-{
-    size_t done = 0;
-    bool present = true;
-    while (done < n) {
-        f->ops->check_batch(f->obj, &h[done], 1, &present);
-        if (!present)
-            break;
-        done++;
-    }
-    return done;
-}
-
-/* Journals keys h[0..n) added to f: with bits, only those it did not hold, as ADD_NEW
- * (replay need not probe for them); without, all of them as ADD. Returns the record's
- * position, or 0 when none was written. */
-static uint64_t journal_keys(struct server *srv, struct filter *f, const struct sbf_hash *h,
-                             size_t n, const bool *bits)
-{
-    if (!durable_on(srv))
-        return 0;
-    struct sbf_hash fresh[COMMANDS_BATCH];
-    size_t m = n;
-    if (bits != NULL) {
-        m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (!bits[i])
-                fresh[m++] = h[i];
-        h = fresh;
-    }
-    if (m == 0)
-        return 0;
-    struct journal_record rec = {.type = bits != NULL ? JOURNAL_ADD_NEW : JOURNAL_ADD,
-                                 .name = jname(f),
-                                 .hashes = h,
-                                 .nhashes = m};
-    return durable_append(srv, f, &rec);
-}
-
-/* Journals a record naming only f (CLEAR, DROP by name). */
-static uint64_t journal_named(struct server *srv, enum journal_type type, struct proto_slice name)
-{
-    if (!durable_on(srv))
-        return 0;
-    struct journal_record rec = {.type = type, .name = {name.ptr, name.len}};
-    return durable_append(srv, NULL, &rec);
-}
-
-/* Journals a successful CLEAR: of name, or of every filter when name is empty. */
-static uint64_t journal_clear(struct server *srv, struct proto_slice name)
-{
-    if (!durable_on(srv))
-        return 0;
-    if (name.len > 0)
-        return journal_named(srv, JOURNAL_CLEAR, name);
-    struct filter **all;
-    size_t n;
-    uint64_t pos = 0;
-    if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        pos =
-            journal_named(srv, JOURNAL_CLEAR, (struct proto_slice){all[i]->name, all[i]->name_len});
-        filter_unref(all[i]);
-    }
-    free(all);
-    return pos;
-}
-
-static void cmd_create(struct server *srv, const struct proto_request *req, struct result *res)
+/* CREATE; *pos: its record's position when it created the filter. */
+static void cmd_create(struct server *srv, const struct proto_request *req, struct result *res,
+                       uint64_t *pos)
 {
     const struct proto_create *o = &req->create;
     const struct kind_ops *ops = create_kind(o, res);
@@ -222,28 +137,13 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         filter_unref(old);
         return;
     }
-    void *obj;
-    int rc = ops->create(&p, &srv->budget.sbf, &obj);
-    if (rc == SBF_EINVAL) {
+    int rc = mutate_create(srv, req->name, ops, &p, pos);
+    if (rc == SBF_EINVAL)
         result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
-        return;
-    }
-    if (rc == SBF_OK)
-        rc = cmdlib_install(srv, req->name, ops, obj);
-    if (rc != SBF_OK) {
+    else if (rc != SBF_OK)
         cmdlib_lib_error(res, rc);
-        return;
-    }
-    result_set(res, RESULT_CREATED, NULL);
-    if (durable_on(srv)) {
-        unsigned char params[128];
-        struct journal_record rec = {.type = JOURNAL_CREATE,
-                                     .name = {req->name.ptr, req->name.len},
-                                     .kind_tag = ops->tag,
-                                     .params = params,
-                                     .nparams = durable_encode_params(&p, params, sizeof params)};
-        res->count = durable_append(srv, NULL, &rec); /* the position, for durable_reply */
-    }
+    else
+        result_set(res, RESULT_CREATED, NULL);
 }
 
 /* Hashes the next keys of *rest, at most max, into h; returns how many (0: none left). */
@@ -257,48 +157,48 @@ static size_t hash_keys(const struct proto_request *req, struct proto_slice *res
     return n;
 }
 
+/*
+ * ADD and CHECKADD, one loop: ADD answers how many keys were new, CHECKADD (per_key) one
+ * bit per key. After a failed growth the keys before the failing one were added; the
+ * client learns of the failure only.
+ */
 static int cmd_add(struct server *srv, struct stats *st, const struct proto_request *req,
-                   struct result *res, struct completion *later)
+                   struct result *res, bool per_key, struct completion *later)
 {
-    if (durable_check(srv, res) != 0)
-        return CMD_DONE;
     struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
         cmdlib_not_found(res, req->name);
         return CMD_DONE;
     }
     struct sbf_hash h[COMMANDS_BATCH];
+    bool scratch[COMMANDS_BATCH];
     struct proto_slice rest = req->args;
     uint64_t added = 0, pos = 0;
     int rc = SBF_OK;
     size_t n;
-    bool bits[COMMANDS_BATCH];
+    if (per_key)
+        res->status = RESULT_BITS;
     while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
-        /* checkadd tells which keys were new: only those are journaled, as ADD_NEW */
-        rc = f->ops->checkadd_batch(f->obj, h, n, bits);
-        note_adds(f, h, n);
-        /* After a failure the keys before the failing one were added; they count, and
-         * the whole batch is journaled (replaying a few more keys is safe). */
-        size_t done = rc == SBF_OK ? n : processed(f, h, n), k = 0;
-        for (size_t i = 0; i < done; i++)
-            k += !bits[i];
-        uint64_t p = journal_keys(srv, f, h, n, rc == SBF_OK ? bits : NULL);
-        pos = p > 0 ? p : pos; /* a failed append (0) must not release earlier records */
-        added += k;
-        st->keys_stored += n;
-        filter_count_keys(f, n, k);
+        bool *bits = per_key ? result_add_bits(res, n) : scratch;
+        if (bits == NULL)
+            break;
+        size_t done, fresh;
+        rc = mutate_add(srv, f, h, n, bits, &done, &fresh, &pos);
+        added += fresh;
+        st->keys_stored += done;
+        st->keys_checked += per_key ? n : 0;
     }
-    if (added > 0)
-        filter_touch(f);
     filter_unref(f);
     st->keys_added += added;
     if (rc != SBF_OK) {
         cmdlib_lib_error(res, rc);
         return CMD_DONE;
     }
-    res->status = RESULT_COUNT;
-    res->count = added;
-    return durable_reply(srv, pos, res, later);
+    if (!per_key) {
+        res->status = RESULT_COUNT;
+        res->count = added;
+    }
+    return reply(srv, pos, res, later);
 }
 
 /*
@@ -309,8 +209,6 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
 static int cmd_delete(struct server *srv, const struct proto_request *req, struct result *res,
                       struct completion *later)
 {
-    if (durable_check(srv, res) != 0)
-        return CMD_DONE;
     struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
         cmdlib_not_found(res, req->name);
@@ -330,18 +228,9 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
     size_t n;
     while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
         size_t k = 0;
-        rc = f->ops->remove_batch(f->obj, h, n, &k);
-        if (k > 0) /* a removal cannot be replayed into a copy made meanwhile */
-            setop_note_delete(srv, f);
-        if (k > 0 && durable_on(srv)) {
-            struct journal_record rec = {
-                .type = JOURNAL_DELETE, .name = jname(f), .hashes = h, .nhashes = n};
-            pos = durable_append(srv, NULL, &rec);
-        }
+        rc = mutate_delete(srv, f, h, n, &k, &pos);
         removed += k;
     }
-    if (removed > 0)
-        filter_touch(f);
     filter_unref(f);
     if (rc != SBF_OK) {
         cmdlib_lib_error(res, rc);
@@ -349,109 +238,39 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
     }
     res->status = RESULT_REMOVED;
     res->count = removed;
-    return durable_reply(srv, pos, res, later);
+    return reply(srv, pos, res, later);
 }
 
-/* CHECK and CHECKADD: one bit per key. */
-static int cmd_check(struct server *srv, struct stats *st, const struct proto_request *req,
-                     struct result *res, bool add, struct completion *later)
+/* CHECK: one bit per key; changes nothing. */
+static void cmd_check(struct stats *st, struct server *srv, const struct proto_request *req,
+                      struct result *res)
 {
-    if (add && durable_check(srv, res) != 0)
-        return CMD_DONE;
     struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
         cmdlib_not_found(res, req->name);
-        return CMD_DONE;
+        return;
     }
     struct sbf_hash h[COMMANDS_BATCH];
     struct proto_slice rest = req->args;
-    uint64_t added = 0, checked = 0, pos = 0;
-    int rc = SBF_OK;
     size_t n;
     res->status = RESULT_BITS;
-    while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
+    while ((n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
         bool *bits = result_add_bits(res, n);
         if (bits == NULL)
             break;
-        if (add) {
-            rc = f->ops->checkadd_batch(f->obj, h, n, bits);
-            note_adds(f, h, n);
-            if (rc != SBF_OK) {
-                uint64_t p = journal_keys(srv, f, h, n, NULL); /* part may be in: all */
-                pos = p > 0 ? p : pos;
-                filter_touch(f);
-                break;
-            }
-            size_t fresh = 0;
-            for (size_t i = 0; i < n; i++)
-                fresh += !bits[i];
-            added += fresh;
-            st->keys_stored += n;
-            filter_count_keys(f, n, fresh);
-            uint64_t p = journal_keys(srv, f, h, n, bits);
-            pos = p > 0 ? p : pos;
-        } else {
-            f->ops->check_batch(f->obj, h, n, bits);
-            size_t present = 0;
-            for (size_t i = 0; i < n; i++)
-                present += bits[i];
-            st->keys_present += present;
-            st->keys_absent += n - present;
-        }
-        checked += n;
+        f->ops->check_batch(f->obj, h, n, bits);
+        size_t present = 0;
+        for (size_t i = 0; i < n; i++)
+            present += bits[i];
+        st->keys_present += present;
+        st->keys_absent += n - present;
+        st->keys_checked += n;
     }
-    if (added > 0)
-        filter_touch(f);
     filter_unref(f);
-    st->keys_added += added;
-    st->keys_checked += checked;
-
-    /* After a failed growth the keys before the failing batch were added; the client
-     * learns of the failure only. */
-    if (rc != SBF_OK) {
-        cmdlib_lib_error(res, rc);
-        return CMD_DONE;
-    }
-    return durable_reply(srv, pos, res, later);
-}
-
-static void clear_exclusive(struct filter *f, void *arg)
-{
-    (void)arg;
-    f->ops->clear(f->obj);
-    filter_touch(f);
-}
-
-/*
- * Below this many bytes a filter nobody else holds is emptied in place; a larger one gets
- * a fresh object (mapped, zeroed lazily by the kernel: no pass over its bytes) and the
- * old one is freed on the job thread, so CLEAR costs the loop no time per byte.
- */
-#define CLEAR_IN_PLACE_BYTES ((uint64_t)1 << 20)
-
-/* Empties f, in place or by swapping in a fresh object; takes over the caller's
- * reference. Returns 0 or an sbf_err. */
-static int clear_filter(struct server *srv, struct filter *f)
-{
-    struct kind_info info = {0};
-    f->ops->info(f->obj, &info);
-    /* registry_with_exclusive wants exactly one reference of ours. */
-    if (info.bytes < CLEAR_IN_PLACE_BYTES &&
-        registry_with_exclusive(srv->reg, f, clear_exclusive, NULL)) {
-        filter_unref(f);
-        return SBF_OK;
-    }
-    /* Large, or a snapshot holds f and may be reading its bits: swap in a fresh object. */
-    void *obj;
-    int rc = f->ops->create_like(f->obj, &srv->budget.sbf, &obj);
-    if (rc == SBF_OK)
-        rc = cmdlib_replace(srv, f, obj);
-    offload_release(srv, &f, 1, NULL, NULL); /* ours may be the last reference now */
-    return rc;
 }
 
 /* CLEAR with no name: every filter (memcached's flush_all). */
-static void clear_all(struct server *srv, struct result *res)
+static void clear_all(struct server *srv, struct result *res, uint64_t *pos)
 {
     struct filter **all;
     size_t n;
@@ -462,7 +281,7 @@ static void clear_all(struct server *srv, struct result *res)
     int rc = SBF_OK;
     for (size_t i = 0; i < n; i++) {
         if (rc == SBF_OK)
-            rc = clear_filter(srv, all[i]);
+            rc = mutate_clear(srv, all[i], pos);
         else
             filter_unref(all[i]);
     }
@@ -473,22 +292,26 @@ static void clear_all(struct server *srv, struct result *res)
         result_set(res, RESULT_OK, NULL);
 }
 
-static void cmd_clear(struct server *srv, const struct proto_request *req, struct result *res)
+static int cmd_clear(struct server *srv, const struct proto_request *req, struct result *res,
+                     struct completion *later)
 {
+    uint64_t pos = 0;
     if (req->name.len == 0) {
-        clear_all(srv, res);
-        return;
+        clear_all(srv, res, &pos);
+        return res->status == RESULT_OK ? reply(srv, pos, res, later) : CMD_DONE;
     }
     struct filter *f = cmdlib_lookup(srv, req->name);
     if (f == NULL) {
         cmdlib_not_found(res, req->name);
-        return;
+        return CMD_DONE;
     }
-    int rc = clear_filter(srv, f);
-    if (rc != SBF_OK)
+    int rc = mutate_clear(srv, f, &pos);
+    if (rc != SBF_OK) {
         cmdlib_lib_error(res, rc);
-    else
-        result_set(res, RESULT_OK, NULL);
+        return CMD_DONE;
+    }
+    result_set(res, RESULT_OK, NULL);
+    return reply(srv, pos, res, later);
 }
 
 /* kind_field_fn into a result. */
@@ -567,7 +390,8 @@ static void drop_done(void *arg, int err, const char *why)
 static int cmd_drop(struct server *srv, const struct proto_request *req, struct result *res,
                     struct completion *later)
 {
-    if (!registry_remove(srv->reg, req->name.ptr, req->name.len)) {
+    uint64_t pos = 0; /* the reply waits for the file's removal, which is later */
+    if (!mutate_drop(srv, req->name, &pos)) {
         cmdlib_not_found(res, req->name);
         return CMD_DONE;
     }
@@ -636,10 +460,10 @@ int commands_autocreate(struct server *srv, struct stats *st, struct proto_slice
         req.create.kind = (struct proto_slice){t->kind, strlen(t->kind)};
     }
     st->cmd[PROTO_CMD_CREATE]++;
-    if (durable_check(srv, res) != 0)
+    uint64_t pos = 0; /* the request that caused it waits for its own record */
+    if (mutate_check(srv, res) != 0)
         return -1;
-    cmd_create(srv, &req, res);
-    res->count = 0; /* cmd_create leaves the journal position there */
+    cmd_create(srv, &req, res, &pos);
     if (res->status != RESULT_CREATED && res->status != RESULT_EXISTS)
         return -1;
     result_reset(res);
@@ -666,10 +490,10 @@ bool commands_same_run(const struct proto_request *first, const struct proto_req
 static void run_alone(struct server *srv, struct stats *st, const struct proto_request *req,
                       struct result *res)
 {
-    if (req->cmd == PROTO_CMD_ADD)
-        cmd_add(srv, st, req, res, NULL);
+    if (req->cmd == PROTO_CMD_CHECK)
+        cmd_check(st, srv, req, res);
     else
-        cmd_check(srv, st, req, res, req->cmd == PROTO_CMD_CHECKADD, NULL);
+        cmd_add(srv, st, req, res, req->cmd == PROTO_CMD_CHECKADD, NULL);
 }
 
 void commands_execute_run(struct server *srv, struct stats *st, const struct proto_request *reqs,
@@ -678,7 +502,7 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     enum proto_cmd cmd = reqs[0].cmd;
     st->commands += n;
     st->cmd[cmd] += n;
-    if (cmd != PROTO_CMD_CHECK && durable_check(srv, res) != 0) {
+    if (cmd != PROTO_CMD_CHECK && mutate_check(srv, res) != 0) {
         for (size_t i = 0; i < n; i++) /* res holds the journal's error: the same for all */
             each(ctx, i, res);
         return;
@@ -701,17 +525,12 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
         assert(rest.len == 0 || total == COMMANDS_BATCH);
     }
     int rc = SBF_OK;
+    size_t done = total, fresh; /* keys [0, done) were processed */
+    uint64_t pos = 0;           /* runs are never merged when replies wait (mutate_holds) */
     if (cmd == PROTO_CMD_CHECK)
         f->ops->check_batch(f->obj, h, total, bits);
-    else {
-        rc = f->ops->checkadd_batch(f->obj, h, total, bits); /* ADD is CHECKADD, counted */
-        note_adds(f, h, total);
-    }
-    /* Journaled before any reply: the keys that were new (all of them after a failure).
-     * Runs are never merged when replies wait for the journal (durable_holds). */
-    if (cmd != PROTO_CMD_CHECK)
-        journal_keys(srv, f, h, total, rc == SBF_OK ? bits : NULL);
-    size_t done = rc == SBF_OK ? total : processed(f, h, total); /* keys [0, done) */
+    else
+        rc = mutate_add(srv, f, h, total, bits, &done, &fresh, &pos); /* journaled first */
     uint64_t added = 0, checked = 0;
     size_t i = 0, k = 0;
     for (; i < n && k + reqs[i].nargs <= done; k += reqs[i++].nargs) {
@@ -737,7 +556,6 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
             st->keys_absent += m - present;
         } else {
             st->keys_stored += m;
-            filter_count_keys(f, m, a);
         }
         added += a;
         each(ctx, i, &one);
@@ -752,8 +570,6 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     }
     st->keys_checked += checked;
     st->keys_added += added;
-    if (added > 0)
-        filter_touch(f);
     filter_unref(f);
     /* The rest run alone, exactly as without merging (growth may fail again, or not). */
     while (++i < n) {
@@ -763,32 +579,45 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     }
 }
 
+/* True for the commands that change filters: they need the journal to take records. */
+static bool changes(enum proto_cmd cmd)
+{
+    switch (cmd) {
+    case PROTO_CMD_CREATE:
+    case PROTO_CMD_ADD:
+    case PROTO_CMD_CHECKADD:
+    case PROTO_CMD_UNION:
+    case PROTO_CMD_INTERSECT:
+    case PROTO_CMD_DROP:
+    case PROTO_CMD_CLEAR:
+    case PROTO_CMD_DELETE:
+        return true;
+    default:
+        return false;
+    }
+}
+
 int commands_execute(struct server *srv, struct stats *st, const struct proto_request *req,
                      struct result *res, struct completion *later)
 {
     st->commands++;
     st->cmd[req->cmd]++;
+    if (changes(req->cmd) && mutate_check(srv, res) != 0)
+        return CMD_DONE;
+    uint64_t pos = 0;
     switch (req->cmd) {
     case PROTO_CMD_CREATE:
-        if (durable_check(srv, res) != 0)
-            return CMD_DONE;
-        cmd_create(srv, req, res);
-        if (res->status == RESULT_CREATED) {
-            uint64_t pos = res->count;
-            res->count = 0;
-            return durable_reply(srv, pos, res, later);
-        }
-        break;
+        cmd_create(srv, req, res, &pos);
+        return res->status == RESULT_CREATED ? reply(srv, pos, res, later) : CMD_DONE;
     case PROTO_CMD_ADD:
-        return cmd_add(srv, st, req, res, later);
+        return cmd_add(srv, st, req, res, false, later);
     case PROTO_CMD_CHECK:
-        return cmd_check(srv, st, req, res, false, later);
+        cmd_check(st, srv, req, res);
+        break;
     case PROTO_CMD_CHECKADD:
-        return cmd_check(srv, st, req, res, true, later);
+        return cmd_add(srv, st, req, res, true, later);
     case PROTO_CMD_UNION:
     case PROTO_CMD_INTERSECT:
-        if (durable_check(srv, res) != 0)
-            return CMD_DONE;
         return setop_execute(srv, req, res, later) ? CMD_PENDING : CMD_DONE;
     case PROTO_CMD_INFO:
         cmd_info(srv, req, res);
@@ -796,21 +625,10 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
     case PROTO_CMD_LIST:
         cmd_list(srv, req, res);
         break;
-    case PROTO_CMD_DROP: {
-        if (durable_check(srv, res) != 0)
-            return CMD_DONE;
-        int r = cmd_drop(srv, req, res, later);
-        if (r == CMD_PENDING || res->status == RESULT_DELETED) /* gone from the table */
-            journal_named(srv, JOURNAL_DROP, req->name);
-        return r;
-    }
+    case PROTO_CMD_DROP:
+        return cmd_drop(srv, req, res, later);
     case PROTO_CMD_CLEAR:
-        if (durable_check(srv, res) != 0)
-            return CMD_DONE;
-        cmd_clear(srv, req, res);
-        if (res->status == RESULT_OK)
-            return durable_reply(srv, journal_clear(srv, req->name), res, later);
-        break;
+        return cmd_clear(srv, req, res, later);
     case PROTO_CMD_FLUSH:
         return cmd_flush(srv, req, res, later);
     case PROTO_CMD_STATS:

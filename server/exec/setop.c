@@ -34,16 +34,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
-#include "lib/journal_record.h"
 #include "lib/kind.h"
 #include "server/core/jobs.h"
 #include "server/core/park.h"
 #include "server/core/server.h"
 #include "server/exec/cmdlib.h"
-#include "server/persist/durable.h"
-#include "server/persist/snapshot.h"
+#include "server/exec/mutate.h"
 #include "server/store/offload.h"
 #include "server/store/registry.h"
 
@@ -53,27 +50,14 @@
 /* Adds to dst logged during a job, at most (16 bytes each); past it: start again. */
 #define SETOP_LOG_MAX ((size_t)1 << 20)
 
-/* Logged adds per lib call when they are applied to the result. */
-#define SETOP_LOG_BATCH 4096
-
-/* The distinct sources of one operation, as checked. */
-struct sources {
-    struct filter *src[SETOP_MAX_SOURCES];       /* one reference each; NULL where dst */
-    struct proto_slice names[SETOP_MAX_SOURCES]; /* their names, in request order */
-    size_t n;
-    struct filter *skip; /* a source whose bits are there already (dst, or its copy) */
-    bool intersect;
-    int rc;
-};
-
 /* A background operation. Owned by the loop; by its job while that is queued or running. */
 struct setop {
-    struct sources s; /* names point into src_names */
+    struct mutate_sources s; /* names point into src_names */
     struct server *srv;
     struct completion *later;
     char dst_name[PROTO_MAX_NAME + 1];
     size_t dst_len;
-    char src_names[SETOP_MAX_SOURCES][PROTO_MAX_NAME + 1];
+    char src_names[MUTATE_MAX_SOURCES][PROTO_MAX_NAME + 1];
     struct filter *dst;         /* dst when the job was posted (a reference), or NULL */
     const struct kind_ops *ops; /* the result's kind */
     void *fresh;                /* the result, built by the job */
@@ -100,8 +84,9 @@ struct name_iter {
     size_t i;
 };
 
-static bool next_name(struct name_iter *it, struct proto_slice *name)
+static bool next_name(void *ctx, struct proto_slice *name)
 {
+    struct name_iter *it = ctx;
     if (it->op == NULL)
         return proto_next_arg(&it->rest, name);
     if (it->i == it->op->s.n)
@@ -111,113 +96,8 @@ static bool next_name(struct name_iter *it, struct proto_slice *name)
     return true;
 }
 
-static void release_sources(struct sources *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        filter_unref(s->src[i]);
-    s->n = 0;
-}
-
-/* Slots of the table that finds a repeated source name without a lookup (> 2 * 64). */
-#define SEEN_SLOTS 256
-
-/*
- * Collects the distinct sources into s: each exists, has the kind and parameters of the
- * first, and can be merged. A name given again is found in a small table of the names
- * seen (a 1 MiB line names a source ~100k times; names and filters map one to one), so
- * it costs one hash, not a lookup. Returns true, or false with res set (nothing held).
- */
-static bool check_sources(struct server *srv, struct name_iter *it, struct result *res,
-                          struct sources *s, bool *any_grown)
-{
-    struct {
-        uint64_t h;
-        size_t idx; /* into s: + 1, 0 for an empty slot */
-    } seen[SEEN_SLOTS] = {{0, 0}};
-    struct proto_slice name;
-    *any_grown = false;
-    while (next_name(it, &name)) {
-        uint64_t h = XXH3_64bits(name.ptr, name.len);
-        size_t slot = (size_t)h & (SEEN_SLOTS - 1);
-        bool again = false;
-        for (; seen[slot].idx != 0 && !again; slot = (slot + 1) & (SEEN_SLOTS - 1)) {
-            const struct proto_slice *n = &s->names[seen[slot].idx - 1];
-            again =
-                seen[slot].h == h && n->len == name.len && memcmp(n->ptr, name.ptr, name.len) == 0;
-        }
-        if (again)
-            continue;
-        if (s->n == SETOP_MAX_SOURCES) {
-            result_set(res, RESULT_CLIENT_ERROR, "too many source filters (at most 64 distinct)");
-            goto fail;
-        }
-        struct filter *src = cmdlib_lookup(srv, name);
-        if (src == NULL) {
-            cmdlib_not_found(res, name);
-            goto fail;
-        }
-        struct filter *first = s->n > 0 ? s->src[0] : src;
-        bool ok = first->ops == src->ops && src->ops->compatible(first->obj, src->obj);
-        bool can = s->intersect ? src->ops->intersect != NULL : src->ops->merge != NULL;
-        s->names[s->n] = name;
-        s->src[s->n++] = src;
-        seen[slot].h = h;
-        seen[slot].idx = s->n;
-        *any_grown |= src->ops->grown(src->obj);
-        if (!can) {
-            cmdlib_lib_error(res, SBF_ENOTSUP);
-            goto fail;
-        }
-        if (!ok) {
-            cmdlib_lib_error(res, SBF_EINCOMPAT);
-            goto fail;
-        }
-    }
-    if (s->n > 0)
-        return true;
-    result_set(res, RESULT_CLIENT_ERROR, "no source filters"); /* the parser prevents it */
-fail:
-    release_sources(s);
-    return false;
-}
-
-/*
- * Every check made before anything changes: the sources into s, dst (a reference, or
- * NULL when missing) into *dstp, and dst named as a source dropped from s->src (it adds
- * nothing, and registry_with_exclusive() counts references). Returns true, or false with
- * res set and nothing held.
- */
-static bool prepare(struct server *srv, struct name_iter *it, struct proto_slice dst_name,
-                    struct sources *s, struct filter **dstp, struct result *res)
-{
-    bool any_grown;
-    if (!check_sources(srv, it, res, s, &any_grown))
-        return false;
-    struct filter *first = s->src[0];
-    struct filter *dst = cmdlib_lookup(srv, dst_name);
-    int rc = SBF_OK;
-    if (dst != NULL && !(dst->ops == first->ops && dst->ops->compatible(dst->obj, first->obj)))
-        rc = SBF_EINCOMPAT;
-    else if (s->intersect && (any_grown || (dst != NULL && dst->ops->grown(dst->obj))))
-        rc = SBF_EGROWN; /* checked before anything changes: lib might refuse part-way */
-    if (rc != SBF_OK) {
-        filter_unref(dst);
-        release_sources(s);
-        cmdlib_lib_error(res, rc);
-        return false;
-    }
-    for (size_t i = 0; i < s->n && dst != NULL; i++) {
-        if (s->src[i] == dst) {
-            filter_unref(s->src[i]);
-            s->src[i] = NULL;
-        }
-    }
-    *dstp = dst;
-    return true;
-}
-
 /* Bytes of filter memory the operation reads: dst's and each distinct source's. */
-static size_t involved_bytes(const struct sources *s, const struct filter *dst)
+static size_t involved_bytes(const struct mutate_sources *s, const struct filter *dst)
 {
     struct kind_info info;
     size_t sum = 0;
@@ -234,103 +114,15 @@ static size_t involved_bytes(const struct sources *s, const struct filter *dst)
     return sum;
 }
 
-/* Applies every source to obj; sources were checked to exist and be compatible. */
-static void apply_sources(const struct kind_ops *ops, void *obj, struct sources *s)
-{
-    for (size_t i = 0; i < s->n && s->rc == SBF_OK; i++) {
-        struct filter *src = s->src[i];
-        if (src != NULL && src != s->skip)
-            s->rc = s->intersect ? ops->intersect(obj, src->obj) : ops->merge(obj, src->obj);
-    }
-}
-
-static void apply_exclusive(struct filter *f, void *arg)
-{
-    apply_sources(f->ops, f->obj, arg);
-}
-
-/* A new object holding a copy of src. Returns 0 or an sbf_err. */
-static int copy_obj(const struct sbf_budget *budget, const struct filter *src, void **out)
-{
-    int rc = src->ops->create_like(src->obj, budget, out);
-    if (rc != SBF_OK)
-        return rc;
-    rc = src->ops->merge(*out, src->obj);
-    if (rc != SBF_OK) {
-        src->ops->free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
-/* Runs the operation on the loop; releases s and dst. Returns 0 or an sbf_err. */
-static int run_now(struct server *srv, struct proto_slice dst_name, struct sources *s,
-                   struct filter *dst)
-{
-    struct filter *first = s->src[0];
-    void *fresh = NULL;
-    s->skip = dst;
-    if (dst == NULL) {
-        /* A missing destination starts as a copy of the first source: skip applying it. */
-        s->skip = first;
-        s->rc = copy_obj(&srv->budget.sbf, first, &fresh);
-        if (s->rc == SBF_OK)
-            apply_sources(first->ops, fresh, s);
-        if (s->rc == SBF_OK)
-            s->rc = cmdlib_install(srv, dst_name, first->ops, fresh);
-        else
-            first->ops->free(fresh);
-    } else if (!s->intersect) {
-        /* Union only sets bits, which readers may watch happen. */
-        apply_sources(dst->ops, dst->obj, s);
-        filter_touch(dst);
-    } else if (registry_with_exclusive(srv->reg, dst, apply_exclusive, s)) {
-        filter_touch(dst);
-    } else {
-        /* Someone (a snapshot) is reading dst: intersect a copy and swap it in. */
-        s->rc = copy_obj(&srv->budget.sbf, dst, &fresh);
-        if (s->rc == SBF_OK)
-            apply_sources(dst->ops, fresh, s);
-        if (s->rc == SBF_OK)
-            s->rc = cmdlib_replace(srv, dst, fresh);
-        else
-            dst->ops->free(fresh);
-    }
-    release_sources(s);
-    filter_unref(dst);
-    return s->rc;
-}
-
-/* Journals a successful operation: dst and its sources, in order. Returns the position. */
-static uint64_t journal_setop(struct server *srv, bool intersect, struct proto_slice dst,
-                              const struct proto_slice *names, size_t n)
-{
-    if (!durable_on(srv))
-        return 0;
-    struct journal_name src[SETOP_MAX_SOURCES];
-    for (size_t i = 0; i < n; i++)
-        src[i] = (struct journal_name){names[i].ptr, names[i].len};
-    struct journal_record rec = {.type = intersect ? JOURNAL_INTERSECT : JOURNAL_UNION,
-                                 .name = {dst.ptr, dst.len},
-                                 .sources = src,
-                                 .nsources = n};
-    return durable_append(srv, NULL, &rec);
-}
-
-/* The immediate path with its journal record: res set, *pos the record's position. */
-static void now(struct server *srv, struct proto_slice dst_name, struct sources *s,
+/* The immediate path: res set, *pos the record's position. */
+static void now(struct server *srv, struct proto_slice dst_name, struct mutate_sources *s,
                 struct filter *dst, struct result *res, uint64_t *pos)
 {
-    struct proto_slice names[SETOP_MAX_SOURCES];
-    size_t n = s->n;
-    memcpy(names, s->names, n * sizeof names[0]);
-    int rc = run_now(srv, dst_name, s, dst);
-    if (rc != SBF_OK) {
+    int rc = mutate_setop(srv, dst_name, s, dst, pos);
+    if (rc != SBF_OK)
         cmdlib_lib_error(res, rc);
-        return;
-    }
-    *pos = journal_setop(srv, s->intersect, dst_name, names, n);
-    result_set(res, RESULT_OK, NULL);
+    else
+        result_set(res, RESULT_OK, NULL);
 }
 
 /* ---- background operations ---- */
@@ -359,7 +151,7 @@ static void unlink_active(struct setop *op)
 }
 
 /* Copies the names of the sources s found into op (a new round's are there already). */
-static void keep_names(struct setop *op, const struct sources *s)
+static void keep_names(struct setop *op, const struct mutate_sources *s)
 {
     op->s.n = s->n;
     for (size_t i = 0; i < s->n; i++) {
@@ -374,7 +166,7 @@ static void release_round(struct setop *op)
 {
     if (op->dst != NULL && op->dst->setop == op)
         op->dst->setop = NULL;
-    struct filter *refs[SETOP_MAX_SOURCES + 1];
+    struct filter *refs[MUTATE_MAX_SOURCES + 1];
     size_t n = 0;
     refs[n++] = op->dst;
     for (size_t i = 0; i < op->s.n; i++)
@@ -409,9 +201,9 @@ static void job_run(struct job *job)
     struct setop *op = ((struct setop_job *)job)->op;
     struct filter *base = op->dst != NULL ? op->dst : op->s.src[0];
     op->s.skip = base;
-    op->s.rc = copy_obj(&op->srv->budget.sbf, base, &op->fresh);
+    op->s.rc = mutate_copy(op->srv, base, &op->fresh);
     if (op->s.rc == SBF_OK)
-        apply_sources(base->ops, op->fresh, &op->s);
+        mutate_setop_apply(base->ops, op->fresh, &op->s);
     if (op->s.rc != SBF_OK && op->fresh != NULL) {
         base->ops->free(op->fresh);
         op->fresh = NULL;
@@ -419,6 +211,10 @@ static void job_run(struct job *job)
 }
 
 static void job_done(struct job *job);
+static void note_adds(struct filter *f, const struct sbf_hash *h, size_t n);
+static void note_delete(struct server *srv, const struct filter *f);
+
+static const struct mutate_watch watch = {.added = note_adds, .removed = note_delete};
 
 static void job_free(struct job *job)
 {
@@ -428,11 +224,11 @@ static void job_free(struct job *job)
 }
 
 /*
- * Starts op (prepare() passed: s and dst): posts its job and returns true; or, when it
+ * Starts op (mutate_setop_prepare() passed: s and dst): posts its job and returns true; or, when it
  * turns out small or cannot be posted, finishes it at once and returns false with res and
  * *pos set.
  */
-static bool post(struct setop *op, struct sources *s, struct filter *dst, struct result *res,
+static bool post(struct setop *op, struct mutate_sources *s, struct filter *dst, struct result *res,
                  uint64_t *pos)
 {
     struct server *srv = op->srv;
@@ -449,6 +245,7 @@ static bool post(struct setop *op, struct sources *s, struct filter *dst, struct
     op->redo = false;
     if (dst != NULL)
         dst->setop = op;
+    mutate_set_watch(srv, &watch);
     j->job = (struct job){.run = job_run, .done = job_done, .free = job_free};
     j->op = op;
     jobs_post(srv->lanes[JOBS_LONG], &j->job);
@@ -458,10 +255,10 @@ static bool post(struct setop *op, struct sources *s, struct filter *dst, struct
 /* Starts op from its names (a waiter, or a new round): as post(). */
 static bool restart(struct setop *op, struct result *res, uint64_t *pos)
 {
-    struct sources s = {.intersect = op->s.intersect};
+    struct mutate_sources s = {.intersect = op->s.intersect};
     struct name_iter it = {.op = op};
     struct filter *dst;
-    if (!prepare(op->srv, &it, dst_of(op), &s, &dst, res))
+    if (!mutate_setop_prepare(op->srv, next_name, &it, dst_of(op), &s, &dst, res))
         return false;
     return post(op, &s, dst, res, pos);
 }
@@ -484,46 +281,17 @@ static bool still_current(const struct setop *op)
     return ok;
 }
 
-/* Journals the logged adds as ADD records of dst. Returns the last position, or pos. */
-static uint64_t journal_log(struct setop *op, uint64_t pos)
-{
-    for (size_t i = 0; i < op->nlog && durable_on(op->srv); i += JOURNAL_MAX_HASHES) {
-        size_t m = op->nlog - i < JOURNAL_MAX_HASHES ? op->nlog - i : JOURNAL_MAX_HASHES;
-        struct journal_record rec = {.type = JOURNAL_ADD,
-                                     .name = {op->dst_name, op->dst_len},
-                                     .hashes = op->log + i,
-                                     .nhashes = m};
-        uint64_t p = durable_append(op->srv, NULL, &rec);
-        pos = p > 0 ? p : pos;
-    }
-    return pos;
-}
-
 /* The job's result becomes dst: the logged adds applied, swapped in, journaled. */
 static void commit(struct setop *op, struct result *res, uint64_t *pos)
 {
-    struct server *srv = op->srv;
     void *fresh = op->fresh;
     op->fresh = NULL;
-    int rc = SBF_OK;
-    for (size_t i = 0; i < op->nlog && rc == SBF_OK; i += SETOP_LOG_BATCH) {
-        size_t m = op->nlog - i < SETOP_LOG_BATCH ? op->nlog - i : SETOP_LOG_BATCH, k;
-        rc = op->ops->add_batch(fresh, op->log + i, m, &k);
-    }
+    int rc = mutate_setop_swap(op->srv, &op->s, dst_of(op), op->dst, op->ops, fresh, op->log,
+                               op->nlog, pos);
     if (rc != SBF_OK)
-        offload_release(srv, NULL, 0, op->ops, fresh);
-    else if (op->dst != NULL)
-        rc = cmdlib_replace(srv, op->dst, fresh);
-    else
-        rc = cmdlib_install(srv, dst_of(op), op->ops, fresh);
-    if (rc != SBF_OK) {
         cmdlib_lib_error(res, rc);
-        return;
-    }
-    *pos = journal_setop(srv, op->s.intersect, dst_of(op), op->s.names, op->s.n);
-    if (op->s.intersect)
-        *pos = journal_log(op, *pos);
-    result_set(res, RESULT_OK, NULL);
+    else
+        result_set(res, RESULT_OK, NULL);
 }
 
 /* Answers op, frees it and starts what waited behind it, in order. */
@@ -531,7 +299,7 @@ static void finish(struct setop *op, struct result *res, uint64_t pos)
 {
     while (op != NULL) {
         struct server *srv = op->srv;
-        if (!durable_hold(srv, pos, res, op->later))
+        if (!mutate_reply(srv, pos, res, op->later))
             op->later->done(op->later, res); /* may execute more requests: op stays listed */
         struct setop *w = op->qhead;
         if (w != NULL) {
@@ -597,11 +365,11 @@ static void redo(struct setop *op)
 bool setop_execute(struct server *srv, const struct proto_request *req, struct result *res,
                    struct completion *later)
 {
-    struct sources s = {.intersect = req->cmd == PROTO_CMD_INTERSECT};
+    struct mutate_sources s = {.intersect = req->cmd == PROTO_CMD_INTERSECT};
     struct name_iter it = {.rest = req->args};
     struct filter *dst;
     uint64_t pos = 0;
-    if (!prepare(srv, &it, req->name, &s, &dst, res))
+    if (!mutate_setop_prepare(srv, next_name, &it, req->name, &s, &dst, res))
         return false;
     struct setop *active = find_active(srv, req->name);
     struct setop *op = NULL;
@@ -612,7 +380,7 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
         now(srv, req->name, &s, dst, res, &pos);
         if (active != NULL) /* nobody to answer later, or no memory: dst changed under it */
             redo(active);
-        return res->status == RESULT_OK && durable_hold(srv, pos, res, later);
+        return res->status == RESULT_OK && mutate_reply(srv, pos, res, later);
     }
     op->srv = srv;
     op->later = later;
@@ -622,7 +390,7 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
     if (active != NULL) {
         /* Behind the one under way: it starts from its names once that one answered. */
         keep_names(op, &s);
-        release_sources(&s);
+        mutate_setop_release(&s);
         filter_unref(dst);
         if (active->qtail != NULL)
             active->qtail->wait_next = op;
@@ -637,11 +405,13 @@ bool setop_execute(struct server *srv, const struct proto_request *req, struct r
         return true;
     unlink_active(op);
     free(op);
-    return res->status == RESULT_OK && durable_hold(srv, pos, res, later);
+    return res->status == RESULT_OK && mutate_reply(srv, pos, res, later);
 }
 
-void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n)
+/* Keys h[0..n) were added to f, the destination of a background operation (f->setop). */
+static void note_adds(struct filter *f, const struct sbf_hash *h, size_t n)
 {
+    struct setop *op = f->setop;
     if (op->redo)
         return;
     if (op->nlog + n > op->caplog) {
@@ -662,7 +432,9 @@ void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n)
     op->nlog += n;
 }
 
-void setop_note_delete(struct server *srv, const struct filter *f)
+/* A DELETE hit f: an operation reading it starts again (a log of adds cannot stand for a
+ * removal). */
+static void note_delete(struct server *srv, const struct filter *f)
 {
     for (struct setop *op = srv->setops; op != NULL; op = op->next) {
         bool reads = op->dst == f;

@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/sbf.h"
 #include "proto/request.h"
 #include "proto/result.h"
 
@@ -20,29 +19,16 @@ struct completion;
 struct filter;
 struct setop;
 
-/* At most this many distinct sources (a name repeated counts once) per request. */
-#define SETOP_MAX_SOURCES 64
-
 /* Below this many filter bytes (destination and distinct sources) an operation runs at once. */
 #define SETOP_BACKGROUND_BYTES ((size_t)1 << 20)
 
 /*
- * Executes UNION or INTERSECT req (durable_check() passed), journals it and fills res.
+ * Executes UNION or INTERSECT req (mutate_check() passed), journals it and fills res.
  * Returns false, or true when later->done() answers instead (a background operation, or a
  * reply held for the journal). With later NULL, or before snapshots run, every operation
  * runs at once.
  */
 bool setop_execute(struct server *srv, const struct proto_request *req, struct result *res,
                    struct completion *later);
-
-/* Keys h[0..n) were added to the destination of op (f->setop): every key, present before
- * or not. */
-void setop_note_adds(struct setop *op, const struct sbf_hash *h, size_t n);
-
-/*
- * A DELETE hit f: a background operation reading f (as its destination or a source)
- * starts again, since a log of adds cannot stand for a removal.
- */
-void setop_note_delete(struct server *srv, const struct filter *f);
 
 #endif

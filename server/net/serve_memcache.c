@@ -17,9 +17,9 @@
 #include "server/core/log.h"
 #include "server/core/server.h"
 #include "server/exec/commands.h"
+#include "server/exec/mutate.h"
 #include "server/net/conn.h"
 #include "server/net/worker.h"
-#include "server/persist/durable.h"
 
 /* What format_parked needs to know of a parked add/set. */
 struct mc_ctx {
@@ -156,7 +156,7 @@ static size_t serve_memcache(struct conn *c, const char *buf, size_t len)
         .max_data = cfg->max_line > 8192 ? cfg->max_line - 4096 : cfg->max_line / 2,
     };
     size_t off = 0;
-    bool holds = durable_holds(w->srv); /* replies wait for the journal: no merged runs */
+    bool holds = mutate_holds(w->srv); /* replies wait for the journal: no merged runs */
     struct mc_run run; /* not zeroed: 64 requests, each set by mc_parse before use */
     run.c = c;
     while (off < len && conn_can_execute(c)) {

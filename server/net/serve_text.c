@@ -11,9 +11,9 @@
 #include "server/core/log.h"
 #include "server/core/server.h"
 #include "server/exec/commands.h"
+#include "server/exec/mutate.h"
 #include "server/net/conn.h"
 #include "server/net/worker.h"
-#include "server/persist/durable.h"
 
 #define TEXT_RUN 64 /* pipelined small key requests merged into one lib batch */
 
@@ -45,8 +45,8 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
     struct proto_request run[TEXT_RUN];
     size_t off = 0, used = 0;
     int st = PROTO_MORE;
-    bool parsed = false;             /* run[0], st and used already hold the request at off */
-    bool holds = durable_holds(srv); /* replies wait for the journal: no merged runs */
+    bool parsed = false;            /* run[0], st and used already hold the request at off */
+    bool holds = mutate_holds(srv); /* replies wait for the journal: no merged runs */
     while (off < len && conn_can_execute(c)) {
         struct proto_request *req = &run[0];
         if (!parsed && len - off >= 2 && buf[off] == 0x16 && buf[off + 1] == 0x03) {

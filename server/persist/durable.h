@@ -1,8 +1,8 @@
 /*
- * durable.h - the journal as the server uses it (server/persist/journal.h does the files): the
- * durability mode, a record for every mutation, one commit per loop pass, replies held
- * under `always` until their records are on disk, replay at start-up, and truncation
- * once snapshots cover old segments.
+ * durable.h - the journal as the server's loop uses it (server/persist/journal.h does the
+ * files): the durability mode, appending the records exec/mutate.c makes, one commit per
+ * loop pass, replies held under `always` until their records are on disk, and truncation
+ * once snapshots cover old segments. Nothing but exec/mutate.c appends.
  *
  * Modes: snapshot (no journal: a crash loses what the last snapshot missed), everysec
  * (records handed to the kernel within 10 ms or every 256 KiB, fdatasync about once a
@@ -11,9 +11,9 @@
  * shares one: nothing acknowledged is lost, even on power loss; segments are written
  * over spares, zeros made ahead, so those fdatasyncs never change a file's size).
  *
- * Threads: durable_check/append/reply and the events run on the worker's loop thread;
- * durable_replay on the loader (the job thread, before listening); durable_truncate on
- * the job thread.
+ * Threads: durable_check/append/hold and the events run on the worker's loop thread;
+ * durable_start on the loader (the job lane, before listening, after replay);
+ * durable_truncate on the job lane.
  */
 #ifndef BLOOMD_SERVER_DURABLE_H
 #define BLOOMD_SERVER_DURABLE_H
@@ -36,15 +36,12 @@ enum durability {
     DURABILITY_ALWAYS = 2,
 };
 
-/* "snapshot", "everysec" or "always". */
-const char *durability_name(int d);
-
 /*
- * Start-up, on the loader after recover_load(): replays the journal into srv->reg from
- * each filter's snapshot position, then opens it for appending. Returns 0, or -1 (logged)
- * when the journal cannot be read or opened. Does nothing in mode snapshot.
+ * Start-up, on the loader once the journal was replayed (exec/recover.c): opens it for
+ * appending, the next record above min_pos. Returns 0, or -1 (logged) when it cannot be
+ * opened. Does nothing in mode snapshot.
  */
-int durable_start(struct server *srv);
+int durable_start(struct server *srv, uint64_t min_pos);
 
 /* Loop thread, once loaded: the commit and completion events on base. 0 or -1 (logged). */
 int durable_attach(struct server *srv, struct event_base *base);
@@ -60,14 +57,10 @@ bool durable_holds(const struct server *srv);
 int durable_check(struct server *srv, struct result *res);
 
 /*
- * After a mutation: journals rec (for filter f, which may be NULL; a windowed f gets a
- * ROTATE record first when its clock moved). Returns the record's position, or 0 when
- * there is no journal. Logs (once per failure) a record that could not be buffered.
+ * After a mutation (exec/mutate.c only): journals rec. Returns the record's position, or
+ * 0 when there is no journal or it could not be buffered (logged once per failure).
  */
-uint64_t durable_append(struct server *srv, struct filter *f, const struct journal_record *rec);
-
-/* The CREATE record's parameter bytes for p (JOURNAL_MAX_PARAMS at most). */
-size_t durable_encode_params(const struct kind_params *p, unsigned char *out, size_t cap);
+uint64_t durable_append(struct server *srv, const struct journal_record *rec);
 
 /*
  * The reply of a write journaled at pos: in mode always with later not NULL, res is

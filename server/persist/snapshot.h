@@ -4,7 +4,7 @@
  * filter's file, all as jobs on two background threads (server/core/jobs.h: the long lane
  * and the quick lane) that write through server/persist/snapfile.h. The event loop never touches
  * the disk after start-up. Answers come back through plain callbacks: this module knows no
- * connection and no protocol. Start-up loading is server/persist/recover.h.
+ * connection and no protocol. Start-up loading is server/exec/recover.h.
  */
 #ifndef BLOOMD_SERVER_SNAPSHOT_H
 #define BLOOMD_SERVER_SNAPSHOT_H

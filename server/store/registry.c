@@ -305,3 +305,21 @@ int registry_collect(struct registry *r, const char *prefix, size_t plen, struct
     *n = k;
     return REGISTRY_OK;
 }
+
+int registry_install(struct registry *r, const char *name, size_t len, const struct kind_ops *ops,
+                     void *obj, bool fit, struct filter **out)
+{
+    struct filter *f = filter_new(name, len, ops, obj);
+    if (f == NULL) {
+        ops->free(obj);
+        return REGISTRY_ENOMEM;
+    }
+    int rc = REGISTRY_ENOMEM; /* its overhead would pass max_memory: refused like its bits */
+    if (!fit || r->budget == NULL || budget_fits(r->budget, registry_entry_bytes(f)))
+        rc = registry_put(r, f);
+    if (rc == REGISTRY_OK && out != NULL)
+        *out = f; /* the caller's reference */
+    else
+        filter_unref(f); /* the table holds it now, or nobody does */
+    return rc;
+}

@@ -103,6 +103,15 @@ struct filter *registry_get(const struct registry *r, const char *name, size_t l
 int registry_put(struct registry *r, struct filter *f);
 
 /*
+ * The one way a new object enters the table: wraps obj (of kind ops; taken over, freed
+ * on failure) in a filter named name[0..len) and puts it there. With fit, refused
+ * (REGISTRY_ENOMEM) when the entry's overhead would pass the table's budget. Returns
+ * REGISTRY_OK with *out (when not NULL) a reference for the caller, or a registry_err.
+ */
+int registry_install(struct registry *r, const char *name, size_t len, const struct kind_ops *ops,
+                     void *obj, bool fit, struct filter **out);
+
+/*
  * Removes the filter named name[0..len), sets its dropped flag and drops the table's
  * reference. Returns false if there was none.
  */

@@ -139,7 +139,7 @@ def test_create_only_in_journal_comes_back(daemon_factory):
 
 def test_big_replay_is_exact(daemon_factory):
     """Replay gathers adds into big batches, applied from several threads when the
-    filter's newest stage takes the whole batch (server/persist/replay_adds.c), serially when it
+    filter's newest stage takes the whole batch (server/exec/replay_adds.c), serially when it
     must grow; keys journaled as new (ADD_NEW) skip the older stages' probes. Either way
     the filter after kill -9 and replay is the one before it: same items and stages, and
     the same answer for every key, false positives included."""

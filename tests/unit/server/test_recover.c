@@ -20,9 +20,9 @@
 #include "server/core/config.h"
 #include "server/core/server.h"
 #include "server/exec/commands.h"
+#include "server/exec/recover.h"
 #include "server/exec/stats.h"
 #include "server/lifecycle.h"
-#include "server/persist/recover.h"
 #include "server/persist/snapshot.h"
 #include "server/store/registry.h"
 

@@ -30,8 +30,8 @@
 #include "server/core/jobs.h"
 #include "server/core/log.h"
 #include "server/core/server.h"
+#include "server/exec/recover.h"
 #include "server/lifecycle.h"
-#include "server/persist/recover.h"
 #include "server/persist/snapshot.h"
 #include "server/store/registry.h"
 

@@ -1,7 +1,7 @@
 /*
- * recover.h - start-up: load every snapshot of the data directory into the registry
- * before the daemon listens. Damaged files are set aside and logged, never deleted, so
- * the daemon always starts with what it could read.
+ * recover.h - start-up: load every snapshot of the data directory into the registry,
+ * then replay the journal over them, before the daemon listens. Damaged files are set aside and
+ * logged, never deleted, so the daemon always starts with what it could read.
  */
 #ifndef BLOOMD_SERVER_RECOVER_H
 #define BLOOMD_SERVER_RECOVER_H
@@ -19,6 +19,14 @@ enum recover_err {
  * name and reason. Call once, before listening. Returns 0 or RECOVER_EIO (logged).
  */
 int recover_load(struct server *srv);
+
+/*
+ * After recover_load(): replays the journal over the snapshots through exec/mutate.h
+ * (each filter from its snapshot's position), then opens it for appending
+ * (durable_start). Does nothing in mode snapshot. Returns 0 or RECOVER_EIO (logged):
+ * the journal cannot be read, or opened.
+ */
+int recover_journal(struct server *srv);
 
 /*
  * Brings every time-driven (windowed) filter up to now: generations that expired while

@@ -5,7 +5,7 @@
  * meanwhile; otherwise it runs serially on the caller's thread, growth included. Each
  * batch waits for the one before it, so batches apply in journal order.
  */
-#include "server/persist/replay_adds.h"
+#include "server/exec/replay_adds.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,0 +1,187 @@
+/*
+ * mutate.h - the one place where the named filters change (Redis's call() with its
+ * propagation, and its AOF loading through the same command procs). Each change is one
+ * function: it applies the change through the kind's operations, writes its journal
+ * record and returns the record's position. Live commands (commands.c, setop.c), journal
+ * replay at start-up (recover.c, through mutate_apply_record) and a replica call the same
+ * functions with the same checks, so they cannot disagree.
+ *
+ * Journaling: a record is written when the journal is open (durable_on()); during replay
+ * it is not open yet, so replay journals nothing. A position of 0 means no record.
+ *
+ * Threads: the loop thread, or the loader (the long lane's first job) before the loop
+ * serves any client. Callers hold a reference to every filter they pass.
+ */
+#ifndef BLOOMD_SERVER_EXEC_MUTATE_H
+#define BLOOMD_SERVER_EXEC_MUTATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/journal_record.h"
+#include "lib/kind.h"
+#include "proto/request.h"
+#include "proto/result.h"
+
+struct server;
+struct filter;
+struct completion;
+
+/* At most this many distinct sources (a name repeated counts once) per set operation. */
+#define MUTATE_MAX_SOURCES 64
+
+/*
+ * Before a command that changes anything: 0 if it may run, else -1 with res set to
+ * SERVER_ERROR journal: <why> (the disk cannot take records: nothing is changed).
+ */
+int mutate_check(struct server *srv, struct result *res);
+
+/* True when replies to changes wait for their records to be on disk (durability always). */
+bool mutate_holds(const struct server *srv);
+
+/*
+ * The reply of a change whose last record is at pos: held until pos is on disk (later's
+ * done() gets res then) and true returned, or false when res is the reply now.
+ */
+bool mutate_reply(struct server *srv, uint64_t pos, const struct result *res,
+                  struct completion *later);
+
+/* ---- the changes ---- */
+
+/*
+ * CREATE name of kind ops with parameters p (checked). Returns SBF_OK, SBF_EINVAL (the
+ * kind refuses p) or SBF_ENOMEM (the budget or the table said no); a filter by that
+ * name must not exist (the caller looked).
+ */
+int mutate_create(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
+                  const struct kind_params *p, uint64_t *pos);
+
+/*
+ * Adds the n keys h[0..n) to f: bits[i] (n entries) tells whether key i was present
+ * already. Journals the new ones as ADD_NEW, or, after a failure, every key of the batch
+ * as ADD (replaying a few more is harmless); a time-driven f gets a ROTATE record first
+ * when its clock moved. *done: keys processed (n, or those before the failing one);
+ * *fresh: how many of them were new. Returns SBF_OK or the error of the failing key.
+ */
+int mutate_add(struct server *srv, struct filter *f, const struct sbf_hash *h, size_t n, bool *bits,
+               size_t *done, size_t *fresh, uint64_t *pos);
+
+/*
+ * DELETE: removes keys h[0..n) from f, which must have remove_batch (expandable).
+ * *removed: how many were found. Returns SBF_OK or an sbf_err.
+ */
+int mutate_delete(struct server *srv, struct filter *f, const struct sbf_hash *h, size_t n,
+                  size_t *removed, uint64_t *pos);
+
+/*
+ * CLEAR: empties f (in place when small and nobody else holds it, else a fresh object is
+ * swapped in and the old one freed on the job lane). Takes over the caller's reference.
+ * Returns SBF_OK or an sbf_err (f unchanged).
+ */
+int mutate_clear(struct server *srv, struct filter *f, uint64_t *pos);
+
+/*
+ * DROP: removes the filter named name from the table. Its file is the caller's to remove
+ * (the snapshotter live, at once in replay). Returns false if there is none.
+ */
+bool mutate_drop(struct server *srv, struct proto_slice name, uint64_t *pos);
+
+/*
+ * Brings time-driven f to now_ms; journaled as ROTATE (replay gives the time back).
+ * Generations it drops are freed on the job lane once the server serves clients (a
+ * snapshot may be reading them), at once before.
+ */
+void mutate_rotate(struct server *srv, struct filter *f, int64_t now_ms, uint64_t *pos);
+
+/* ---- set operations: the checks, the immediate path and the background swap-in ---- */
+
+/* The distinct sources of one UNION/INTERSECT, as checked. */
+struct mutate_sources {
+    struct filter *src[MUTATE_MAX_SOURCES];       /* one reference each; NULL where dst */
+    struct proto_slice names[MUTATE_MAX_SOURCES]; /* their names, in request order */
+    size_t n;
+    struct filter *skip; /* a source whose bits are there already (dst, or its copy) */
+    bool intersect;
+    int rc;
+};
+
+/* Source names, one at a time: from a request's arguments or a record's list. */
+typedef bool (*mutate_name_fn)(void *ctx, struct proto_slice *name);
+
+/*
+ * Every check made before a set operation changes anything: the sources (named by
+ * next(ctx, ...)) into s (s->intersect set by the caller), dst (a reference, or NULL
+ * when missing) into *dstp, and dst named as a source dropped from s->src. Returns true,
+ * or false with res set and nothing held.
+ */
+bool mutate_setop_prepare(struct server *srv, mutate_name_fn next, void *ctx,
+                          struct proto_slice dst_name, struct mutate_sources *s,
+                          struct filter **dstp, struct result *res);
+
+/*
+ * Runs a prepared operation at once: dst gets the sources (a missing dst starts as a
+ * copy of the first source), and the record is journaled. Releases s and dst. Returns
+ * SBF_OK or an sbf_err (nothing changed, nothing journaled).
+ */
+int mutate_setop(struct server *srv, struct proto_slice dst_name, struct mutate_sources *s,
+                 struct filter *dst, uint64_t *pos);
+
+/* Drops the references s holds (s->n becomes 0). */
+void mutate_setop_release(struct mutate_sources *s);
+
+/* Applies every source of s to obj (of kind ops), as mutate_setop does; s->rc says how. */
+void mutate_setop_apply(const struct kind_ops *ops, void *obj, struct mutate_sources *s);
+
+/* A new object holding a copy of src (of src's kind). Returns SBF_OK or an sbf_err. */
+int mutate_copy(const struct server *srv, const struct filter *src, void **out);
+
+/*
+ * The swap-in of a background operation: fresh (of kind ops; taken over) gets the
+ * nlog keys added to dst while it was built, replaces dst (or is installed under
+ * dst_name when dst is NULL), and the operation is journaled, then for INTERSECT those
+ * keys again as ADD records. Returns SBF_OK or an sbf_err (fresh freed, nothing changed).
+ */
+int mutate_setop_swap(struct server *srv, const struct mutate_sources *s,
+                      struct proto_slice dst_name, struct filter *dst, const struct kind_ops *ops,
+                      void *fresh, const struct sbf_hash *log, size_t nlog, uint64_t *pos);
+
+/*
+ * Whoever builds a copy of a filter in the background (setop.c) is told of every change
+ * made to it meanwhile: adds to a filter with f->setop set, and removals from any.
+ */
+struct mutate_watch {
+    void (*added)(struct filter *f, const struct sbf_hash *h, size_t n);
+    void (*removed)(struct server *srv, const struct filter *f);
+};
+void mutate_set_watch(struct server *srv, const struct mutate_watch *w);
+
+/* ---- replay ---- */
+
+/* Applying journal records: one per start-up replay (or replica link). */
+struct mutate_stream;
+
+/* A stream applying records into srv; NULL without memory. */
+struct mutate_stream *mutate_stream_new(struct server *srv);
+
+/*
+ * Applies rec as the live command did, through the functions above: a record about a
+ * filter whose snapshot covers its position is skipped (idempotent either way), and a
+ * record the state refuses (a CREATE of a kind this build lacks, a set operation whose
+ * sources do not fit) is logged and skipped. ADD records are gathered and applied in
+ * large sharded batches before the next record of another type. Returns 0, or -1 when
+ * the table cannot grow (replay must stop).
+ */
+int mutate_apply_record(struct mutate_stream *st, const struct journal_record *rec);
+
+/* What a stream did. */
+struct mutate_stream_figures {
+    uint64_t applied, skipped, unknown; /* records */
+    uint64_t keys, sharded;             /* keys of ADD records, and how many by threads */
+    unsigned threads;
+};
+
+/* Applies what is gathered, fills *out (may be NULL) and frees st; NULL does nothing. */
+void mutate_stream_free(struct mutate_stream *st, struct mutate_stream_figures *out);
+
+#endif
