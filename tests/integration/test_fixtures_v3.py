@@ -113,10 +113,6 @@ def test_v3_fixture_loads(daemon_factory, tmp_path, fixture):
                                                       time.monotonic() - t0))
 
 
-@pytest.mark.xfail(strict=True, reason="bloomd 37718af replays UNION into a missing "
-                   "expandable dst with the first source merged twice (server/durable.c "
-                   "replay_setop_dst + apply; setop.c run_now skips it): entries doubled, "
-                   "keys deleted after the UNION read present again")
 def test_v3_journal_union_into_missing_expandable_dst(daemon_factory, tmp_path):
     """The state exp_u had live: its fingerprints once, the keys deleted after the UNION
     gone (all but a few false positives)."""

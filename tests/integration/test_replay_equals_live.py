@@ -245,11 +245,7 @@ def test_restart_answers_as_live(runs, how):
           % (how, len(live), len(universe), took))
 
 
-@pytest.mark.parametrize("how", [
-    pytest.param("kill9", marks=pytest.mark.xfail(strict=True, reason=UNION_NEW_EXPANDABLE_BUG)),
-    pytest.param("flush_then_kill9",
-                 marks=pytest.mark.xfail(strict=True, reason=UNION_NEW_EXPANDABLE_BUG)),
-    "sigterm"])
+@pytest.mark.parametrize("how", ["kill9", "flush_then_kill9", "sigterm"])
 def test_union_into_missing_expandable_dst_replays_as_live(runs, how):
     """UNION enew e (enew missing, e expandable), then DELETE e1000..e1099 from enew."""
     universe, live, again, _, _ = runs(how)
