@@ -6,8 +6,8 @@
  * input memory. Replies accumulate in one proto_buf per connection and are written once
  * per read batch. When more than max_output reply bytes are unsent we stop parsing and
  * reading that client until the socket drains. Bytes move through the connection's
- * transport (server/net/conn_io.h: plain TCP, or TLS in conn_tls.c), which behaves as a
- * non-blocking socket, so nothing here knows about TLS.
+ * transport (server/net/conn_io.h: plain TCP in conn_plain.c, or TLS in conn_tls.c),
+ * which behaves as a non-blocking socket, so nothing here knows about TLS.
  *
  * Parked requests: a command that answers later gets a struct parked (its completion).
  * Requests after it keep executing (so writes behind a held write join the same group
@@ -42,7 +42,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "server/core/auth.h"
 #include "server/core/budget.h"
@@ -325,20 +324,8 @@ static void set_event(struct conn *c, enum conn_io_dir dir, bool *on, bool want,
     *on = want;
 }
 
-int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
+int conn_start(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
                const struct sockaddr *peer, socklen_t peerlen)
-{
-    struct conn_io *io = conn_io_plain_new(w->base, fd);
-    if (io == NULL) {
-        log_msg(LOG_ERROR, "accept: out of memory for a new connection");
-        close(fd);
-        return -1;
-    }
-    return conn_start_io(w, proto, io, peer, peerlen);
-}
-
-int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
-                  const struct sockaddr *peer, socklen_t peerlen)
 {
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {

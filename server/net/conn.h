@@ -94,18 +94,12 @@ void conn_finish(struct conn *c);
 void conn_skip(struct conn *c, size_t n);
 
 /*
- * Takes over the connected, non-blocking socket fd and starts serving it with proto on
- * worker w, over plain TCP. On failure (logged) fd is closed. Returns 0 or -1.
+ * Starts serving a client with proto on worker w over the transport io (server/net/conn_io.h;
+ * a transport's accept hook calls it), which it takes over: the connection sets io's
+ * callbacks and closes io when it ends, or at once on failure (logged). Returns 0 or -1.
  */
-int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
+int conn_start(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
                const struct sockaddr *peer, socklen_t peerlen);
-
-/*
- * Likewise over the transport io (server/net/conn_io.h; TLS), which it takes over: the
- * connection sets io's callbacks and closes io when it ends, or at once on failure (logged).
- */
-int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
-                  const struct sockaddr *peer, socklen_t peerlen);
 
 /* Closes every connection of w at once (shutdown); parked requests are dropped. */
 void conn_close_all(struct worker *w);
