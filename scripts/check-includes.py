@@ -9,6 +9,8 @@
   it, never of a folder above or beside it.
 - No module (x.c and x.h) includes, directly or through others, a module that includes
   it back.
+- conn and listen (server/net/) reach no TLS module and no OpenSSL header: a listener's
+  transport comes through its accept hook.
 
 `make test` runs it; it prints every arrow that breaks a rule and exits 1 if it finds one.
 """
@@ -85,6 +87,22 @@ for m in sorted(graph):
     walk(m, m, [m])
 for c in sorted(seen_cycles):
     bad.append("include circle: " + " -> ".join(c + (c[0],)))
+
+# Transports are chosen through a listener's accept hook (server/net/conn_io.h): connections
+# and listeners reach no TLS module, not even through other modules, and no OpenSSL header.
+TLS_MODULES = {"server/net/tls", "server/net/conn_tls"}
+for m in ("server/net/conn", "server/net/listen"):
+    reach, todo = set(), [m]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in reach:
+                reach.add(nxt)
+                todo.append(nxt)
+    for t in sorted(reach & TLS_MODULES):
+        bad.append("%s reaches %s.h: the listener's transport hook chooses TLS" % (m, t))
+    for ext in (".c", ".h"):
+        if "#include <openssl/" in open(os.path.join(root, m + ext), encoding="utf-8").read():
+            bad.append("%s%s includes an OpenSSL header" % (m, ext))
 for line in bad:
     print("check-includes: " + line)
 sys.exit(1 if bad else 0)

@@ -227,7 +227,7 @@ static void load_done(struct job *j)
         if (w->lis[2] == NULL)
             lj->rc = -1;
         else
-            listener_use_tls(w->lis[2], srv->tls);
+            listener_set_transport(w->lis[2], tls_transport(srv->tls));
     }
     if (lj->rc != 0 || w->lis[0] == NULL) {
         srv->failed = true;

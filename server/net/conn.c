@@ -6,8 +6,8 @@
  * input memory. Replies accumulate in one proto_buf per connection and are written once
  * per read batch. When more than max_output reply bytes are unsent we stop parsing and
  * reading that client until the socket drains. Bytes move through the connection's
- * transport (server/net/conn_io.h: plain TCP, or TLS in conn_tls.c), which behaves as a
- * non-blocking socket, so nothing here knows about TLS.
+ * transport (server/net/conn_io.h: plain TCP in conn_plain.c, or TLS in conn_tls.c),
+ * which behaves as a non-blocking socket, so nothing here knows about TLS.
  *
  * Parked requests: a command that answers later gets a struct parked (its completion).
  * Requests after it keep executing (so writes behind a held write join the same group
@@ -33,16 +33,31 @@
  * counted in the server's budget (BUDGET_CONNECTIONS) at the end of each turn, by the
  * change of capacities; when the total passes max_memory the connections holding the
  * most are told so and closed (shed()), largest first, until it is back under.
+ *
+ * Lifecycle: one enum conn_state (conn.h), changed only by set_state(), whose table
+ * (conn_next) is the whole list of legal moves:
+ *
+ *   OPEN --EOF--> DRAINING --input done, or QUIT--> CLOSING --replies out--> freed
+ *   OPEN --QUIT, fatal line, last failed AUTH--> FINISHING --replies out--> LINGERING
+ *   LINGERING --peer's EOF, error or CONN_CLOSE_SECONDS--> freed
+ *   OPEN, DRAINING, FINISHING, CLOSING --error, timeout, shed, answers owed--> OWED
+ *   OWED --the last answer--> freed (watching nothing meanwhile: the peer is gone)
+ *   any --error, timeout, shed, nothing owed; shutdown--> freed
+ *
+ * Beside it, and independent of it: the directions the transport is watched in
+ * (c->watching, the interest bits), the auth state (what may run) and the fairness flags
+ * (turn_open, heavy, read_wait: when it may run). Parked requests are a queue, not a state:
+ * an OPEN connection keeps executing behind them.
  */
 #include "server/net/conn.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "server/core/auth.h"
 #include "server/core/budget.h"
@@ -102,11 +117,8 @@ struct conn {
     struct parked *spare;      /* the completion offered to the next command; NULL until needed */
     size_t skip;               /* input bytes to discard before parsing resumes */
     struct result res;         /* scratch result, reused by every request */
-    bool reading;              /* io is watched for reading, with the idle timeout */
-    bool writing;              /* io is watched for writing, while output is unsent */
-    bool eof;                  /* the peer sent everything it will send */
-    bool closing;              /* no more requests: close once the output is written */
-    bool lingering;            /* write side shut: discarding input until EOF or timeout */
+    enum conn_state state;     /* where it is between accept and close (set_state) */
+    unsigned watching;         /* WATCH(CONN_IO_READ) | WATCH(CONN_IO_WRITE): io is watched */
     char peer[NETADDR_MAX];    /* address for log lines */
     enum conn_auth auth;       /* what the client may run */
     unsigned auth_failures;    /* failed AUTHs so far */
@@ -122,11 +134,67 @@ struct conn {
     size_t charged;            /* bytes counted for it in the server's budget */
 };
 
+/* The interest bit of a direction in c->watching. */
+#define WATCH(dir) (1u << (dir))
+
 static void on_read(void *arg, bool timed_out);
 static void on_write(void *arg, bool timed_out);
 static void pump(struct conn *c);
 static void turn_begin(struct conn *c);
 static void on_turn(struct fair_link *l);
+
+/* ---- lifecycle ---- */
+
+/* The legal moves: bit `to` of conn_next[from]. Freeing is legal from every state. */
+static const unsigned char conn_next[CONN_NSTATES] = {
+    [CONN_OPEN] = 1u << CONN_DRAINING | 1u << CONN_FINISHING | 1u << CONN_OWED,
+    [CONN_DRAINING] = 1u << CONN_CLOSING | 1u << CONN_OWED,
+    [CONN_FINISHING] = 1u << CONN_LINGERING | 1u << CONN_OWED,
+    [CONN_CLOSING] = 1u << CONN_OWED,
+    [CONN_LINGERING] = 0, /* nothing is parked once the write side is shut */
+    [CONN_OWED] = 0,
+};
+
+bool conn_state_legal(enum conn_state from, enum conn_state to)
+{
+    return from < CONN_NSTATES && to < CONN_NSTATES && ((conn_next[from] >> to) & 1u) != 0;
+}
+
+const char *conn_state_name(enum conn_state s)
+{
+    static const char *const names[CONN_NSTATES] = {
+        [CONN_OPEN] = "open",       [CONN_DRAINING] = "draining",   [CONN_FINISHING] = "finishing",
+        [CONN_CLOSING] = "closing", [CONN_LINGERING] = "lingering", [CONN_OWED] = "owed",
+    };
+    return s < CONN_NSTATES ? names[s] : "?";
+}
+
+enum conn_state conn_state_of(const struct conn *c)
+{
+    return c->state;
+}
+
+/* The one place c->state changes. */
+static void set_state(struct conn *c, enum conn_state to)
+{
+    assert(conn_state_legal(c->state, to));
+    c->state = to;
+}
+
+/* True while requests may still run: nothing has ended the request stream yet. */
+static bool accepting(const struct conn *c)
+{
+    return c->state <= CONN_DRAINING;
+}
+
+/* No more requests (QUIT, a fatal line, the last failed AUTH): close once replies are out. */
+static void finish(struct conn *c)
+{
+    if (c->state == CONN_OPEN)
+        set_state(c, CONN_FINISHING);
+    else if (c->state == CONN_DRAINING)
+        set_state(c, CONN_CLOSING); /* the input has ended already: no half-close */
+}
 
 /* ---- output ---- */
 
@@ -225,19 +293,21 @@ static void conn_free(struct conn *c)
     free(c);
 }
 
-/* Closes now, unless a command still owes this connection a reply (then when it comes). */
+/*
+ * Closes now, unless a command still owes this connection a reply: then it waits, watching
+ * nothing (nothing more goes to a peer that is gone), and is freed when the last comes.
+ */
 static void conn_close(struct conn *c)
 {
     if (c->parked != NULL) {
-        c->closing = true;
-        c->lingering = true; /* nothing more to send to a peer that is gone */
+        set_state(c, CONN_OWED);
         if (c->fair.queued)
             fair_remove(&c->w->fair, &c->fair);
-        if (c->reading)
+        if (c->watching & WATCH(CONN_IO_READ))
             c->io->ops->unwatch(c->io, CONN_IO_READ);
-        if (c->writing)
+        if (c->watching & WATCH(CONN_IO_WRITE))
             c->io->ops->unwatch(c->io, CONN_IO_WRITE);
-        c->reading = c->writing = false;
+        c->watching = 0;
         return;
     }
     conn_free(c);
@@ -249,8 +319,9 @@ static void on_pump(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct conn *c = arg;
-    if (c->lingering && c->closing && !c->reading && c->parked == NULL) {
-        conn_free(c); /* the peer left while we were waiting */
+    if (c->state == CONN_OWED) {
+        if (c->parked == NULL)
+            conn_free(c); /* the peer left while we were waiting */
         return;
     }
     pump(c);
@@ -316,29 +387,18 @@ static void park(struct conn *c)
  * Starts or stops watching one direction of c->io. Watching again a direction that is on
  * only restarts its timeout (cheap), so a closing client gets the shorter close deadline.
  */
-static void set_event(struct conn *c, enum conn_io_dir dir, bool *on, bool want, unsigned timeout)
+static void set_event(struct conn *c, enum conn_io_dir dir, bool want, unsigned timeout)
 {
-    if (want && (!*on || timeout > 0))
+    bool on = (c->watching & WATCH(dir)) != 0;
+    if (want && (!on || timeout > 0))
         c->io->ops->watch(c->io, dir, timeout);
-    else if (!want && *on)
+    else if (!want && on)
         c->io->ops->unwatch(c->io, dir);
-    *on = want;
+    c->watching = want ? c->watching | WATCH(dir) : c->watching & ~WATCH(dir);
 }
 
-int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
+int conn_start(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
                const struct sockaddr *peer, socklen_t peerlen)
-{
-    struct conn_io *io = conn_io_plain_new(w->base, fd);
-    if (io == NULL) {
-        log_msg(LOG_ERROR, "accept: out of memory for a new connection");
-        close(fd);
-        return -1;
-    }
-    return conn_start_io(w, proto, io, peer, peerlen);
-}
-
-int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
-                  const struct sockaddr *peer, socklen_t peerlen)
 {
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
@@ -364,7 +424,8 @@ int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_
     w->conns = c;
     w->stats.conn_current++;
     w->stats.conn_total++;
-    set_event(c, CONN_IO_READ, &c->reading, true, w->srv->cfg.idle_timeout);
+    c->state = CONN_OPEN;
+    set_event(c, CONN_IO_READ, true, w->srv->cfg.idle_timeout);
     log_msg(LOG_DEBUG, "connection from %s", c->peer);
     return 0;
 }
@@ -386,10 +447,10 @@ struct result *conn_result(struct conn *c)
     return &c->res;
 }
 
-/* Room for more replies: not closing, and neither the output nor the parked queue full. */
+/* Room for more replies: accepting, and neither the output nor the parked queue full. */
 static bool has_room(const struct conn *c)
 {
-    return !c->closing && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
+    return accepting(c) && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
            unsent(c) <= c->w->srv->cfg.max_output;
 }
 
@@ -442,7 +503,7 @@ static void on_turn(struct fair_link *l)
     }
     /* Reading goes on again unless this turn leaves input for the next one (pump). */
     c->read_wait = false;
-    set_event(c, CONN_IO_READ, &c->reading, true, c->w->srv->cfg.idle_timeout);
+    set_event(c, CONN_IO_READ, true, c->w->srv->cfg.idle_timeout);
     read_turn(c, false);
 }
 
@@ -508,13 +569,13 @@ static const struct result *auth_execute(struct conn *c, const struct proto_requ
     struct timeval tv = {.tv_sec = 0, .tv_usec = CONN_AUTH_DELAY_MS * 1000};
     if (c->ev_auth == NULL || evtimer_add(c->ev_auth, &tv) != 0) {
         result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
-        c->closing = true;
+        finish(c);
         return &c->res;
     }
     c->auth = CONN_AUTH_FAILING;
     c->auth_reply = c->spare;
     if (c->auth_failures >= CONN_AUTH_MAX_FAILURES)
-        c->closing = true; /* nothing after this AUTH runs; close once its reply is out */
+        finish(c); /* nothing after this AUTH runs; close once its reply is out */
     park(c);
     return NULL;
 }
@@ -547,7 +608,7 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
     /* done() is never called before commands_execute returns, so parking after is safe. */
     if (commands_execute(c->w->srv, &c->w->stats, req, &c->res, &p->cpl) != CMD_PENDING) {
         if (c->res.status == RESULT_CLOSE)
-            c->closing = true;
+            finish(c);
         return &c->res;
     }
     park(c);
@@ -556,7 +617,7 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
 
 void conn_finish(struct conn *c)
 {
-    c->closing = true;
+    finish(c);
 }
 
 void conn_skip(struct conn *c, size_t n)
@@ -674,7 +735,6 @@ static void shed_one(struct conn *v)
     v->out_sent = 0;
     if (v->io->ops->write(v->io, CONN_SHED_REPLY, sizeof CONN_SHED_REPLY - 1) == -1)
         log_msg(LOG_DEBUG, "write to %s: %s", v->peer, strerror(errno));
-    v->closing = v->eof = true;
     account(v);
     conn_close(v);
 }
@@ -690,7 +750,7 @@ static void shed(struct conn *self)
     while (w->conns_big > 0 && budget_over(&w->srv->budget)) {
         struct conn *v = NULL;
         for (struct conn *x = w->conns; x != NULL; x = x->next)
-            if (!x->lingering && x->charged >= CONN_SHED_MIN &&
+            if (x->state < CONN_LINGERING && x->charged >= CONN_SHED_MIN &&
                 (v == NULL || x->charged > v->charged))
                 v = x;
         if (v == NULL)
@@ -707,18 +767,18 @@ static void shed(struct conn *self)
 static void pump(struct conn *c)
 {
     const struct config *cfg = &c->w->srv->cfg;
+    assert(c->state != CONN_OWED); /* on_pump keeps it waiting */
+    bool lingering = c->state == CONN_LINGERING;
     for (;;) {
-        bool progress = !c->lingering && execute_buffered(c);
-        bool blocked = !has_room(c) && !c->closing; /* parsing waits for room */
+        bool progress = !lingering && execute_buffered(c);
+        bool blocked = !has_room(c) && accepting(c); /* parsing waits for room */
         if (c->out.failed) {
             log_msg(LOG_ERROR, "client %s: out of memory for replies, closing", c->peer);
             c->out.failed = false;
-            c->closing = true;
-            c->eof = true;
             conn_close(c);
             return;
         }
-        if (!c->lingering && flush_out(c) < 0) {
+        if (!lingering && flush_out(c) < 0) {
             conn_close(c);
             return;
         }
@@ -730,16 +790,16 @@ static void pump(struct conn *c)
             break;
     }
     /* Input left after a whole quantum waits, unread, for the backlog's next turn. */
-    bool backlog = !c->lingering && ((c->read_wait && !c->closing) ||
-                                     (c->in_len > 0 && has_room(c) && !quantum_left(c)));
+    bool backlog =
+        accepting(c) && (c->read_wait || (c->in_len > 0 && has_room(c) && !quantum_left(c)));
     if (c->turn_open)
         c->heavy = quantum_spent(c) || c->in_len > WORKER_RBUF / 2;
     bool waiting = c->parked != NULL;
     /* After EOF, once nothing executable is left (an unfinished line is dropped). */
-    if (c->eof && !backlog && has_room(c))
-        c->closing = true;
-    if (c->closing && unsent(c) == 0 && !c->lingering && !waiting) {
-        if (c->eof) {
+    if (c->state == CONN_DRAINING && !backlog && has_room(c))
+        set_state(c, CONN_CLOSING);
+    if ((c->state == CONN_FINISHING || c->state == CONN_CLOSING) && unsent(c) == 0 && !waiting) {
+        if (c->state == CONN_CLOSING) {
             conn_close(c);
             return;
         }
@@ -748,19 +808,20 @@ static void pump(struct conn *c)
          * unread input would send a reset that can destroy our last reply in flight.
          */
         c->io->ops->shutdown(c->io);
-        c->lingering = true;
+        set_state(c, CONN_LINGERING);
+        lingering = true;
         free(c->in);
         c->in = NULL;
         c->in_len = c->in_cap = 0;
-        set_event(c, CONN_IO_READ, &c->reading, false, 0);
+        set_event(c, CONN_IO_READ, false, 0);
     }
-    bool want_write = c->out.len > c->out_sent && !c->lingering;
-    bool want_read = c->lingering || (!c->eof && has_room(c) && !backlog);
+    bool want_write = c->out.len > c->out_sent && !lingering;
+    bool want_read = lingering || (c->state == CONN_OPEN && has_room(c) && !backlog);
     unsigned idle = cfg->idle_timeout;
     /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
-    unsigned read_timeout = c->lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
-    set_event(c, CONN_IO_WRITE, &c->writing, want_write, c->closing ? CONN_CLOSE_SECONDS : idle);
-    set_event(c, CONN_IO_READ, &c->reading, want_read, read_timeout);
+    unsigned read_timeout = lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
+    set_event(c, CONN_IO_WRITE, want_write, accepting(c) ? idle : CONN_CLOSE_SECONDS);
+    set_event(c, CONN_IO_READ, want_read, read_timeout);
     set_backlog(c, backlog);
     account(c);
     if (budget_over(&c->w->srv->budget))
@@ -773,12 +834,12 @@ static void read_turn(struct conn *c, bool timed_out)
     struct worker *w = c->w;
     const struct config *cfg = &w->srv->cfg;
     if (timed_out) {
-        if (!c->lingering)
+        if (c->state != CONN_LINGERING)
             log_msg(LOG_INFO, "client %s idle for %u s, closing", c->peer, cfg->idle_timeout);
         conn_close(c);
         return;
     }
-    if (c->lingering) {
+    if (c->state == CONN_LINGERING) {
         ssize_t n = c->io->ops->read(c->io, w->rbuf, WORKER_RBUF);
         if (n == 0 || n == -1)
             conn_close(c);
@@ -817,7 +878,7 @@ static void read_turn(struct conn *c, bool timed_out)
     }
     if (n == 0) {
         /* The peer finished sending: answer what it sent (pump), then close. */
-        c->eof = true;
+        set_state(c, CONN_DRAINING);
         pump(c);
         return;
     }
@@ -845,7 +906,7 @@ static void read_turn(struct conn *c, bool timed_out)
         }
         size_t used = execute_all(c, w->rbuf, total);
         size_t left = total - used;
-        if (left > 0 && !c->closing) {
+        if (left > 0 && accepting(c)) {
             if (!reserve_in(c, left)) {
                 log_msg(LOG_ERROR, "client %s: out of memory for input, closing", c->peer);
                 conn_close(c);
@@ -863,9 +924,9 @@ static void on_read(void *arg, bool timed_out)
     struct conn *c = arg;
     struct fair *q = &c->w->fair;
     uint64_t t0 = fair_enter(q);
-    if (c->heavy && !c->lingering && !timed_out) {
+    if (c->heavy && c->state != CONN_LINGERING && !timed_out) {
         c->read_wait = true; /* read in the backlog's turn: the round bounds heavy work */
-        set_event(c, CONN_IO_READ, &c->reading, false, 0);
+        set_event(c, CONN_IO_READ, false, 0);
         set_backlog(c, true);
     } else {
         turn_begin(c);

@@ -94,20 +94,40 @@ void conn_finish(struct conn *c);
 void conn_skip(struct conn *c, size_t n);
 
 /*
- * Takes over the connected, non-blocking socket fd and starts serving it with proto on
- * worker w, over plain TCP. On failure (logged) fd is closed. Returns 0 or -1.
+ * Starts serving a client with proto on worker w over the transport io (server/net/conn_io.h;
+ * a transport's accept hook calls it), which it takes over: the connection sets io's
+ * callbacks and closes io when it ends, or at once on failure (logged). Returns 0 or -1.
  */
-int conn_start(struct worker *w, const struct conn_proto *proto, int fd,
+int conn_start(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
                const struct sockaddr *peer, socklen_t peerlen);
-
-/*
- * Likewise over the transport io (server/net/conn_io.h; TLS), which it takes over: the
- * connection sets io's callbacks and closes io when it ends, or at once on failure (logged).
- */
-int conn_start_io(struct worker *w, const struct conn_proto *proto, struct conn_io *io,
-                  const struct sockaddr *peer, socklen_t peerlen);
 
 /* Closes every connection of w at once (shutdown); parked requests are dropped. */
 void conn_close_all(struct worker *w);
+
+/*
+ * ---- lifecycle ----
+ * Where a connection is between accept and close: one state (memcached's conn_states),
+ * beside the directions its transport is watched in and the fairness flags. Every change
+ * goes through one function in conn.c that asserts conn_state_legal(); any state may end
+ * (the connection is freed) from there.
+ */
+enum conn_state {
+    CONN_OPEN,      /* reading and executing requests */
+    CONN_DRAINING,  /* the peer sent everything: executing what is left of it */
+    CONN_FINISHING, /* no more requests (QUIT): replies leave, then the write side shuts */
+    CONN_CLOSING,   /* no more requests nor input: replies leave, then it closes */
+    CONN_LINGERING, /* write side shut: discarding input until the peer's EOF or a timeout */
+    CONN_OWED,      /* closed, but a command still owes it a reply: freed when the last comes */
+    CONN_NSTATES
+};
+
+/* True if a connection may go from `from` to `to`. */
+bool conn_state_legal(enum conn_state from, enum conn_state to);
+
+/* "open", "draining", ...; "?" for no state. */
+const char *conn_state_name(enum conn_state s);
+
+/* Where c is now (for tests and log lines). */
+enum conn_state conn_state_of(const struct conn *c);
 
 #endif

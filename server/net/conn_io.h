@@ -1,19 +1,22 @@
 /*
  * conn_io.h - how a connection moves its bytes: the seam between conn.c, which parses,
  * executes and answers, and a transport that owns the client's socket. Two transports:
- * plain TCP (conn_io.c: read(), write() and two events on the descriptor) and TLS
+ * plain TCP (conn_plain.c: read(), write() and two events on the descriptor) and TLS
  * (conn_tls.c: a bufferevent_openssl). The contract is the plain socket's, level-triggered,
- * so conn.c cannot tell them apart. Loop thread only.
+ * so conn.c cannot tell them apart; a listener reaches a transport only through its accept
+ * hook (struct conn_transport), so neither conn.c nor listen.c knows TLS. Loop thread only.
  */
 #ifndef BLOOMD_SERVER_CONN_IO_H
 #define BLOOMD_SERVER_CONN_IO_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
-struct event_base;
 struct conn_io;
+struct conn_proto;
+struct worker;
 
 /* read/write: nothing can move now; wait for the callback. */
 #define CONN_IO_AGAIN (-2)
@@ -57,9 +60,16 @@ struct conn_io {
 };
 
 /*
- * The plain transport over the connected, non-blocking socket fd, which it takes over.
- * Returns it, or NULL when out of memory (fd is then not closed). Close it with ops->close.
+ * A kind of transport as a listener uses it (Redis's ConnectionType): what turns an accepted
+ * socket into a connection. Implementations embed it (and find their context from it).
  */
-struct conn_io *conn_io_plain_new(struct event_base *base, int fd);
+struct conn_transport {
+    /* Takes over the accepted, non-blocking socket fd: does what the transport needs first
+     * (a TLS handshake, within its own deadline), then serves the client with proto on w
+     * through conn_start() (server/net/conn.h). On failure (logged) fd is closed. Returns 0,
+     * or -1 when it failed at once (a later failure is only logged). */
+    int (*accept)(const struct conn_transport *t, struct worker *w, const struct conn_proto *proto,
+                  int fd, const struct sockaddr *peer, socklen_t peerlen);
+};
 
 #endif

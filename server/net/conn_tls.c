@@ -96,7 +96,7 @@ static void unlink_from(struct conn_tls *t)
     t->prev = t->next = NULL;
 }
 
-static void tls_free(struct conn_tls *t)
+static void client_free(struct conn_tls *t)
 {
     if (t->state != TLS_OPEN)
         unlink_from(t);
@@ -155,7 +155,7 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
     advance_bye(t);
     if (t->state == TLS_CLOSING) {
         if (t->failed || t->bye == TLS_BYE_DONE)
-            tls_free(t);
+            client_free(t);
         return;
     }
     if (t->reading && readable(t)) {
@@ -269,7 +269,7 @@ static void tls_close(struct conn_io *io)
         t->bye = TLS_BYE_WANTED;
     advance_bye(t);
     if (t->failed || t->bye == TLS_BYE_DONE) {
-        tls_free(t);
+        client_free(t);
         return;
     }
     /* The replies still buffered leave first, then close_notify (on_ready). */
@@ -333,7 +333,7 @@ static void open_conn(struct conn_tls *t)
     t->ev_ready = event_new(t->w->base, -1, 0, on_ready, t);
     if (t->ev_ready == NULL) {
         log_msg(LOG_ERROR, "TLS client %s: out of memory", t->name);
-        tls_free(t);
+        client_free(t);
         return;
     }
     bufferevent_set_timeouts(t->bev, NULL, NULL);
@@ -344,7 +344,7 @@ static void open_conn(struct conn_tls *t)
     SSL *ssl = bufferevent_openssl_get_ssl(t->bev);
     log_msg(LOG_DEBUG, "TLS client %s: %s, %s", t->name, SSL_get_version(ssl),
             SSL_get_cipher_name(ssl));
-    conn_start_io(t->w, t->proto, &t->io, (struct sockaddr *)&t->peer, t->peerlen);
+    conn_start(t->w, t->proto, &t->io, (struct sockaddr *)&t->peer, t->peerlen);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -362,7 +362,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         else if (!(what & BEV_EVENT_TIMEOUT))
             snprintf(why, sizeof why, "%s", (what & BEV_EVENT_EOF) ? "closed" : strerror(errno));
         log_msg(LOG_INFO, "TLS handshake with %s failed: %s", t->name, why);
-        tls_free(t);
+        client_free(t);
         return;
     }
     if (what & BEV_EVENT_TIMEOUT) {
@@ -427,5 +427,5 @@ error:
 void conn_tls_close_all(struct conn_tls_set *set)
 {
     while (set->head != NULL)
-        tls_free(set->head);
+        client_free(set->head);
 }

@@ -22,7 +22,7 @@ struct conn_tls_set {
 
 /*
  * Takes over ssl (a new server SSL) and the accepted, non-blocking socket fd: handshakes
- * (within a few seconds), then serves the client with proto on w through conn_start_io().
+ * (within a few seconds), then serves the client with proto on w through conn_start().
  * On failure (logged) both are freed and fd closed. Returns 0 or -1.
  */
 int conn_tls_accept(struct conn_tls_set *set, struct worker *w, const struct conn_proto *proto,

@@ -21,8 +21,9 @@
 #include "server/core/log.h"
 #include "server/core/server.h"
 #include "server/net/conn.h"
+#include "server/net/conn_io.h"
+#include "server/net/conn_plain.h"
 #include "server/net/netaddr.h"
-#include "server/net/tls.h"
 #include "server/net/worker.h"
 
 #define ACCEPT_BATCH 64
@@ -37,7 +38,7 @@ struct listener {
     int spare;            /* /dev/null, given up to accept under EMFILE; -1 if lost */
     struct event *ev;     /* readable listening socket */
     struct event *resume; /* timer: accept again after a pause */
-    struct tls *tls;      /* accepted clients speak TLS first; NULL for plain TCP */
+    const struct conn_transport *transport; /* makes accepted sockets connections */
 };
 
 static void refuse(struct worker *w, int fd, const char *line)
@@ -115,10 +116,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (l->tls != NULL)
-            tls_accept(l->tls, w, l->proto, fd, (struct sockaddr *)&ss, len);
-        else
-            conn_start(w, l->proto, fd, (struct sockaddr *)&ss, len);
+        l->transport->accept(l->transport, w, l->proto, fd, (struct sockaddr *)&ss, len);
     }
 }
 
@@ -176,6 +174,7 @@ struct listener *listener_open(struct worker *w, const struct conn_proto *proto,
     }
     l->w = w;
     l->proto = proto;
+    l->transport = &conn_transport_plain;
     l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     l->fd = open_socket(host, port);
     if (l->fd < 0)
@@ -219,7 +218,7 @@ void listener_close(struct listener *l)
     free(l);
 }
 
-void listener_use_tls(struct listener *l, struct tls *t)
+void listener_set_transport(struct listener *l, const struct conn_transport *t)
 {
-    l->tls = t;
+    l->transport = t;
 }

@@ -10,18 +10,20 @@
 struct worker;
 struct listener;
 struct conn_proto;
+struct conn_transport;
 
 /*
  * Binds host:port, listens, logs "listening on <addr>:<port> (<protocol>)" (the real
- * port when port is 0) and serves accepted clients with proto on w. Returns the
- * listener, or NULL after logging why.
+ * port when port is 0) and serves accepted clients with proto on w, over plain TCP
+ * (conn_transport_plain) until told otherwise. Returns the listener, or NULL after logging
+ * why.
  */
 struct listener *listener_open(struct worker *w, const struct conn_proto *proto, const char *host,
                                unsigned port);
 
-/* Clients accepted from now on do a TLS handshake with t (not taken over) first. */
-struct tls;
-void listener_use_tls(struct listener *l, struct tls *t);
+/* Clients accepted from now on go through t's accept hook (server/net/conn_io.h), e.g. a
+ * TLS handshake first (tls_transport). t is not taken over and must outlive l. */
+void listener_set_transport(struct listener *l, const struct conn_transport *t);
 
 /* Stops accepting and frees l. listener_close(NULL) does nothing. */
 void listener_close(struct listener *l);

@@ -16,6 +16,7 @@
 
 #include "server/core/config.h"
 #include "server/core/log.h"
+#include "server/net/conn_io.h"
 #include "server/net/conn_tls.h"
 
 /* Mozilla's "intermediate" TLS 1.2 list; TLS 1.3 in its order too (all AEAD): AES-128-GCM
@@ -26,8 +27,9 @@
 #define TLS13_SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 struct tls {
-    SSL_CTX *ctx;               /* what new handshakes use; live SSLs hold their own ref */
-    char cert[CONFIG_PATH_MAX]; /* the files, for tls_reload */
+    struct conn_transport transport; /* first member: the listener's accept hook */
+    SSL_CTX *ctx;                    /* what new handshakes use; live SSLs hold their own ref */
+    char cert[CONFIG_PATH_MAX];      /* the files, for tls_reload */
     char key[CONFIG_PATH_MAX];
     char ca[CONFIG_PATH_MAX];    /* "" = no client certificates */
     struct conn_tls_set clients; /* handshaking, or sending their last bytes */
@@ -99,6 +101,10 @@ error:
     return NULL;
 }
 
+static int tls_accept(const struct conn_transport *tr, struct worker *w,
+                      const struct conn_proto *proto, int fd, const struct sockaddr *peer,
+                      socklen_t peerlen);
+
 struct tls *tls_new(const struct config *cfg)
 {
     struct tls *t = calloc(1, sizeof *t);
@@ -109,6 +115,7 @@ struct tls *tls_new(const struct config *cfg)
     snprintf(t->cert, sizeof t->cert, "%s", cfg->tls_cert_file);
     snprintf(t->key, sizeof t->key, "%s", cfg->tls_key_file);
     snprintf(t->ca, sizeof t->ca, "%s", cfg->tls_ca_file);
+    t->transport.accept = tls_accept;
     t->ctx = make_ctx(t);
     if (t->ctx == NULL) {
         free(t);
@@ -130,9 +137,17 @@ int tls_reload(struct tls *t)
     return 0;
 }
 
-int tls_accept(struct tls *t, struct worker *w, const struct conn_proto *proto, int fd,
-               const struct sockaddr *peer, socklen_t peerlen)
+const struct conn_transport *tls_transport(struct tls *t)
 {
+    return &t->transport;
+}
+
+/* The accept hook: a new SSL from the current context, then the handshake (conn_tls.c). */
+static int tls_accept(const struct conn_transport *tr, struct worker *w,
+                      const struct conn_proto *proto, int fd, const struct sockaddr *peer,
+                      socklen_t peerlen)
+{
+    struct tls *t = (struct tls *)(void *)tr; /* tr is its first member */
     SSL *ssl = SSL_new(t->ctx);
     if (ssl == NULL) {
         log_msg(LOG_ERROR, "TLS accept: out of memory for a new connection");

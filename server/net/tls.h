@@ -1,16 +1,14 @@
 /*
  * tls.h - the TLS listener's context: certificates, protocol versions and ciphers, reloaded
- * on SIGHUP. Accepted clients are handshaken and served by server/net/conn_tls.c, a
- * connection's transport over libevent's bufferevent_openssl. Loop thread only.
+ * on SIGHUP, and the transport a TLS listener is given (tls_transport): its accepted
+ * clients are handshaken and served by server/net/conn_tls.c, a connection's transport over
+ * libevent's bufferevent_openssl. Loop thread only.
  */
 #ifndef BLOOMD_SERVER_TLS_H
 #define BLOOMD_SERVER_TLS_H
 
-#include <sys/socket.h>
-
 struct config;
-struct conn_proto;
-struct worker;
+struct conn_transport;
 struct tls;
 
 /*
@@ -27,11 +25,11 @@ struct tls *tls_new(const struct config *cfg);
 int tls_reload(struct tls *t);
 
 /*
- * Takes over the accepted, non-blocking socket fd: handshakes, then serves it with proto
- * on w as a connection (conn_tls.h). On failure (logged) fd is closed. Returns 0 or -1.
+ * The transport of a TLS listener (listener_set_transport): its accept hook handshakes with
+ * t's current certificate, then serves the client as a connection (conn_tls.h). It lives as
+ * long as t.
  */
-int tls_accept(struct tls *t, struct worker *w, const struct conn_proto *proto, int fd,
-               const struct sockaddr *peer, socklen_t peerlen);
+const struct conn_transport *tls_transport(struct tls *t);
 
 /* Drops at once (shutdown) every TLS client no connection owns: those still handshaking
  * and those sending their last bytes. Connections are closed by conn_close_all() first. */

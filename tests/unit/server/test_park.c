@@ -28,6 +28,7 @@
 #include "server/core/server.h"
 #include "server/lifecycle.h"
 #include "server/net/conn.h"
+#include "server/net/conn_plain.h"
 #include "server/net/worker.h"
 #include "server/persist/snapshot.h"
 
@@ -92,7 +93,9 @@ static int setup(void **state)
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
     struct sockaddr sa = {.sa_family = AF_UNIX};
-    assert_int_equal(conn_start(fx->srv.worker, &conn_proto_text, sv[0], &sa, sizeof sa), 0);
+    assert_int_equal(conn_transport_plain.accept(&conn_transport_plain, fx->srv.worker,
+                                                 &conn_proto_text, sv[0], &sa, sizeof sa),
+                     0);
     fx->peer = sv[1];
     *state = fx;
     return 0;

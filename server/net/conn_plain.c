@@ -1,16 +1,21 @@
 /*
- * conn_io.c - the plain TCP transport of a connection (server/net/conn_io.h): read() and
+ * conn_plain.c - the plain TCP transport of a connection (server/net/conn_io.h): read() and
  * write() on the descriptor, and one persistent libevent event per direction, added while
  * the connection watches it. This is the hot path of every plain client: one indirect call
- * around each system call, nothing else.
+ * around each system call, nothing else. Its accept hook serves a socket at once.
  */
-#include "server/net/conn_io.h"
+#include "server/net/conn_plain.h"
 
 #include <errno.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "server/core/log.h"
+#include "server/net/conn.h"
+#include "server/net/conn_io.h"
+#include "server/net/worker.h"
 
 struct plain_io {
     struct conn_io io; /* first member */
@@ -96,7 +101,8 @@ static const struct conn_io_ops plain_ops = {
     .close = plain_close,
 };
 
-struct conn_io *conn_io_plain_new(struct event_base *base, int fd)
+/* The transport over fd (not taken over), or NULL when out of memory. */
+static struct conn_io *plain_new(struct event_base *base, int fd)
 {
     struct plain_io *p = calloc(1, sizeof *p);
     if (p == NULL)
@@ -115,3 +121,19 @@ struct conn_io *conn_io_plain_new(struct event_base *base, int fd)
     }
     return &p->io;
 }
+
+static int plain_accept(const struct conn_transport *t, struct worker *w,
+                        const struct conn_proto *proto, int fd, const struct sockaddr *peer,
+                        socklen_t peerlen)
+{
+    (void)t;
+    struct conn_io *io = plain_new(w->base, fd);
+    if (io == NULL) {
+        log_msg(LOG_ERROR, "accept: out of memory for a new connection");
+        close(fd);
+        return -1;
+    }
+    return conn_start(w, proto, io, peer, peerlen);
+}
+
+const struct conn_transport conn_transport_plain = {.accept = plain_accept};
