@@ -18,11 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
+#include "lib/le.h"
 #include "lib/sbf.h"
 #include "lib/sbf_internal.h"
+#include "lib/stream.h"
 
 /* The version names the stage geometry rule too, since the loader recomputes and compares
  * it: v1 sized stages with the textbook per-block rate, v2 with the exact one; v3 is v2's
@@ -39,48 +38,6 @@
 #define RUN_RAW 1u
 
 static const unsigned char codec_magic[8] = {'B', 'L', 'O', 'O', 'M', 'S', 'B', 'F'};
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (unsigned i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (unsigned i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (unsigned i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t f64_bits(double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, sizeof(v));
-    return v;
-}
-
-static double bits_f64(uint64_t v)
-{
-    double d;
-    memcpy(&d, &v, sizeof(d));
-    return d;
-}
 
 uint32_t sbf_stage_count(const struct sbf *f)
 {
@@ -119,18 +76,6 @@ uint32_t sbf_stream_stages(const struct sbf_params *p, uint64_t len, uint64_t *b
 
 /* ---- encoding ---- */
 
-struct writer {
-    sbf_write_fn write;
-    void *ctx;
-    XXH3_state_t hash;
-};
-
-static int emit(struct writer *w, const void *buf, size_t len)
-{
-    XXH3_64bits_update(&w->hash, buf, len);
-    return w->write(w->ctx, buf, len) == 0 ? SBF_OK : SBF_EIO;
-}
-
 /* Copies words [at, at + len/8) of s into buf, little-endian; true if any is non-zero. */
 static bool load_words(const struct sbf_stage *s, uint64_t at, unsigned char *buf, size_t len)
 {
@@ -138,7 +83,7 @@ static bool load_words(const struct sbf_stage *s, uint64_t at, unsigned char *bu
     for (size_t off = 0; off < len; off += 8, at++) {
         uint64_t v = atomic_load_explicit(&s->bits[at], memory_order_relaxed);
         any |= v;
-        put_u64(buf + off, v);
+        le_put64(buf + off, v);
     }
     return any != 0;
 }
@@ -160,35 +105,35 @@ static size_t put_header(const struct sbf *f, uint32_t n, uint32_t version, unsi
     const struct sbf_params *p = &f->params;
     unsigned char *q = buf;
     memcpy(q, codec_magic, sizeof(codec_magic));
-    put_u32(q + 8, version);
-    put_u32(q + 12, n);
-    put_u64(q + 16, p->capacity);
-    put_u64(q + 24, f64_bits(p->error));
-    put_u32(q + 32, (uint32_t)p->growth);
-    put_u64(q + 36, f64_bits(p->scale));
-    put_u64(q + 44, f64_bits(p->ratio));
+    le_put32(q + 8, version);
+    le_put32(q + 12, n);
+    le_put64(q + 16, p->capacity);
+    le_put64(q + 24, le_f64_bits(p->error));
+    le_put32(q + 32, (uint32_t)p->growth);
+    le_put64(q + 36, le_f64_bits(p->scale));
+    le_put64(q + 44, le_f64_bits(p->ratio));
     q += HEADER_BYTES;
     for (uint32_t i = 0; i < n; i++, q += STAGE_BYTES) {
         const struct sbf_stage *s = &f->stages[i];
-        put_u64(q, s->capacity);
-        put_u64(q + 8, atomic_load_explicit(&s->items, memory_order_relaxed));
-        put_u64(q + 16, s->nblocks);
-        put_u32(q + 24, s->k);
+        le_put64(q, s->capacity);
+        le_put64(q + 8, atomic_load_explicit(&s->items, memory_order_relaxed));
+        le_put64(q + 16, s->nblocks);
+        le_put32(q + 24, s->k);
     }
     return (size_t)(q - buf); /* 52 + 64*28 bytes fit in one chunk */
 }
 
-static int emit_run(struct writer *w, unsigned type, uint64_t count)
+static int emit_run(struct stream_writer *w, unsigned type, uint64_t count)
 {
     unsigned char r[RUN_BYTES];
     r[0] = (unsigned char)type;
-    put_u64(r + 1, count);
-    return emit(w, r, sizeof(r));
+    le_put64(r + 1, count);
+    return stream_write(w, r, sizeof(r));
 }
 
 /* One stage as v3 runs. A chunk is judged on the copy that is written, so a writer setting
  * bits meanwhile cannot make the stream disagree with itself. */
-static int encode_runs(struct writer *w, const struct sbf_stage *s, unsigned char *buf)
+static int encode_runs(struct stream_writer *w, const struct sbf_stage *s, unsigned char *buf)
 {
     uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS, zeros = 0;
     size_t raw = 0, len = 0; /* raw chunks waiting in buf, and their bytes */
@@ -199,7 +144,7 @@ static int encode_runs(struct writer *w, const struct sbf_stage *s, unsigned cha
         at += n / 8;
         if (!set) {
             if (raw > 0)
-                rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? emit(w, buf, len) : SBF_EIO;
+                rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? stream_write(w, buf, len) : SBF_EIO;
             raw = len = 0;
             zeros++;
             continue;
@@ -213,14 +158,14 @@ static int encode_runs(struct writer *w, const struct sbf_stage *s, unsigned cha
         raw++;
         len += n;
         if (raw == RUN_MAX_RAW) {
-            rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? emit(w, buf, len) : SBF_EIO;
+            rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? stream_write(w, buf, len) : SBF_EIO;
             raw = len = 0;
         }
     }
     if (rc == SBF_OK && zeros > 0)
         rc = emit_run(w, RUN_ZERO, zeros);
     if (rc == SBF_OK && raw > 0)
-        rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? emit(w, buf, len) : SBF_EIO;
+        rc = emit_run(w, RUN_RAW, raw) == SBF_OK ? stream_write(w, buf, len) : SBF_EIO;
     return rc;
 }
 
@@ -237,9 +182,9 @@ static int encode_version(const struct sbf *f, uint32_t n, uint32_t version, sbf
     unsigned char *buf = malloc(buf_bytes(largest));
     if (!buf)
         return SBF_ENOMEM;
-    struct writer w = {.write = write, .ctx = ctx};
-    XXH3_64bits_reset(&w.hash);
-    int rc = emit(&w, buf, put_header(f, n, version, buf));
+    struct stream_writer w;
+    stream_writer_init(&w, write, ctx);
+    int rc = stream_write(&w, buf, put_header(f, n, version, buf));
 
     for (uint32_t i = 0; i < n && rc == SBF_OK; i++) {
         const struct sbf_stage *s = &f->stages[i];
@@ -252,13 +197,11 @@ static int encode_version(const struct sbf *f, uint32_t n, uint32_t version, sbf
             size_t len = words - at < CHUNK_BYTES / 8 ? (size_t)(words - at) * 8 : CHUNK_BYTES;
             load_words(s, at, buf, len);
             at += len / 8;
-            rc = emit(&w, buf, len);
+            rc = stream_write(&w, buf, len);
         }
     }
-    if (rc == SBF_OK) {
-        put_u64(buf, XXH3_64bits_digest(&w.hash));
-        rc = write(ctx, buf, 8) == 0 ? SBF_OK : SBF_EIO;
-    }
+    if (rc == SBF_OK)
+        rc = stream_write_sum(&w);
     free(buf);
     return rc;
 }
@@ -290,34 +233,6 @@ uint64_t sbf_encoded_size(const struct sbf *f)
 
 /* ---- decoding ---- */
 
-struct reader {
-    sbf_read_fn read;
-    void *ctx;
-    XXH3_state_t hash;
-};
-
-/* Reads exactly len bytes; SBF_EIO on a callback error or early end. */
-static int read_raw(struct reader *r, void *buf, size_t len)
-{
-    unsigned char *p = buf;
-    while (len > 0) {
-        long got = r->read(r->ctx, p, len);
-        if (got <= 0 || (unsigned long)got > len)
-            return SBF_EIO;
-        p += got;
-        len -= (size_t)got;
-    }
-    return SBF_OK;
-}
-
-static int take(struct reader *r, void *buf, size_t len)
-{
-    int rc = read_raw(r, buf, len);
-    if (rc == SBF_OK)
-        XXH3_64bits_update(&r->hash, buf, len);
-    return rc;
-}
-
 /* A stage as its header declares it, once checked against the parameters. */
 struct stage_decl {
     uint64_t capacity, items;
@@ -332,9 +247,9 @@ static int check_stages(const struct sbf_params *p, const unsigned char *q, uint
     for (uint32_t i = 0; i < n; i++, q += STAGE_BYTES) {
         if (sbf_stage_plan(p, i, &d[i].capacity, &d[i].g) != SBF_OK)
             return SBF_ECORRUPT;
-        d[i].items = get_u64(q + 8);
-        if (get_u64(q) != d[i].capacity || get_u64(q + 16) != d[i].g.nblocks ||
-            get_u32(q + 24) != d[i].g.k || d[i].items > d[i].g.nblocks * BLOOM_BLOCK_BITS)
+        d[i].items = le_get64(q + 8);
+        if (le_get64(q) != d[i].capacity || le_get64(q + 16) != d[i].g.nblocks ||
+            le_get32(q + 24) != d[i].g.k || d[i].items > d[i].g.nblocks * BLOOM_BLOCK_BITS)
             return SBF_ECORRUPT;
         *total += d[i].g.nblocks * BLOOM_BLOCK_BYTES; /* each < 2^56: no overflow */
     }
@@ -352,7 +267,7 @@ static bool store_words(struct sbf_stage *s, uint64_t at, const unsigned char *b
     for (size_t off = 0; off < len; off += BLOOM_BLOCK_BYTES, at += BLOOM_BLOCK_WORDS) {
         uint64_t w[BLOOM_BLOCK_WORDS], acc = 0;
         for (unsigned j = 0; j < BLOOM_BLOCK_WORDS; j++) {
-            w[j] = get_u64(buf + off + 8 * j);
+            w[j] = le_get64(buf + off + 8 * j);
             acc |= w[j];
         }
         if (acc == 0)
@@ -365,12 +280,12 @@ static bool store_words(struct sbf_stage *s, uint64_t at, const unsigned char *b
 }
 
 /* v2: one stage's bits, every word in the stream. */
-static int read_fixed(struct reader *r, struct sbf_stage *s, unsigned char *buf)
+static int read_fixed(struct stream_reader *r, struct sbf_stage *s, unsigned char *buf)
 {
     uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
     for (uint64_t at = 0; at < words;) {
         size_t len = words - at < CHUNK_BYTES / 8 ? (size_t)(words - at) * 8 : CHUNK_BYTES;
-        int rc = take(r, buf, len);
+        int rc = stream_take(r, buf, len);
         if (rc != SBF_OK)
             return rc;
         store_words(s, at, buf, len);
@@ -380,7 +295,7 @@ static int read_fixed(struct reader *r, struct sbf_stage *s, unsigned char *buf)
 }
 
 /* v3: one stage's runs (format at the top), refusing any non-canonical one. */
-static int read_runs(struct reader *r, struct sbf_stage *s, unsigned char *buf)
+static int read_runs(struct stream_reader *r, struct sbf_stage *s, unsigned char *buf)
 {
     uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
     uint64_t chunks = (words * 8 + RUN_CHUNK - 1) / RUN_CHUNK;
@@ -388,11 +303,11 @@ static int read_runs(struct reader *r, struct sbf_stage *s, unsigned char *buf)
     uint64_t prev_n = 0; /* its count */
     for (uint64_t c = 0; c < chunks;) {
         unsigned char run[RUN_BYTES];
-        int rc = take(r, run, sizeof(run));
+        int rc = stream_take(r, run, sizeof(run));
         if (rc != SBF_OK)
             return rc;
         unsigned type = run[0];
-        uint64_t n = get_u64(run + 1);
+        uint64_t n = le_get64(run + 1);
         if (type > RUN_RAW || n == 0 || n > chunks - c || (type == RUN_ZERO && prev == RUN_ZERO) ||
             (type == RUN_RAW && (n > RUN_MAX_RAW || (prev == RUN_RAW && prev_n < RUN_MAX_RAW))))
             return SBF_ECORRUPT;
@@ -405,7 +320,7 @@ static int read_runs(struct reader *r, struct sbf_stage *s, unsigned char *buf)
         uint64_t at = c * (RUN_CHUNK / 8);
         uint64_t end = (c + n) * (RUN_CHUNK / 8) < words ? (c + n) * (RUN_CHUNK / 8) : words;
         size_t len = (size_t)(end - at) * 8;
-        rc = take(r, buf, len);
+        rc = stream_take(r, buf, len);
         if (rc != SBF_OK)
             return rc;
         for (size_t off = 0; off < len; off += RUN_CHUNK) {
@@ -422,33 +337,33 @@ static int read_runs(struct reader *r, struct sbf_stage *s, unsigned char *buf)
 static int decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
                   bool fixed_only, struct sbf **out)
 {
-    struct reader r = {.read = read, .ctx = ctx};
-    XXH3_64bits_reset(&r.hash);
+    struct stream_reader r;
+    stream_reader_init(&r, read, ctx);
     unsigned char hdr[HEADER_BYTES];
-    int rc = take(&r, hdr, sizeof(hdr));
+    int rc = stream_take(&r, hdr, sizeof(hdr));
     if (rc != SBF_OK)
         return rc;
     if (memcmp(hdr, codec_magic, sizeof(codec_magic)) != 0)
         return SBF_ECORRUPT;
-    uint32_t version = get_u32(hdr + 8);
+    uint32_t version = le_get32(hdr + 8);
     if (version != CODEC_VERSION_FIXED && (version != CODEC_VERSION || fixed_only))
         return SBF_EVERSION;
-    uint32_t n = get_u32(hdr + 12);
-    uint32_t growth = get_u32(hdr + 32);
+    uint32_t n = le_get32(hdr + 12);
+    uint32_t growth = le_get32(hdr + 32);
     if (n < 1 || n > SBF_MAX_STAGES || growth > SBF_GROWTH_LINEAR)
         return SBF_ECORRUPT;
     struct sbf_params p = {
-        .capacity = get_u64(hdr + 16),
-        .error = bits_f64(get_u64(hdr + 24)),
+        .capacity = le_get64(hdr + 16),
+        .error = le_bits_f64(le_get64(hdr + 24)),
         .growth = (enum sbf_growth)growth,
-        .scale = bits_f64(get_u64(hdr + 36)),
-        .ratio = bits_f64(get_u64(hdr + 44)),
+        .scale = le_bits_f64(le_get64(hdr + 36)),
+        .ratio = le_bits_f64(le_get64(hdr + 44)),
     };
     if (!sbf_params_in_range(&p)) /* check_stages plans stage 0, completing the check */
         return SBF_ECORRUPT;
 
     unsigned char st[STAGE_BYTES * SBF_MAX_STAGES];
-    rc = take(&r, st, (size_t)STAGE_BYTES * n);
+    rc = stream_take(&r, st, (size_t)STAGE_BYTES * n);
     if (rc != SBF_OK)
         return rc;
     struct stage_decl decl[SBF_MAX_STAGES];
@@ -482,20 +397,9 @@ static int decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct 
         if (rc != SBF_OK)
             goto fail;
     }
-    unsigned char sum[8];
-    rc = read_raw(&r, sum, sizeof(sum));
+    rc = stream_read_sum(&r);
     if (rc != SBF_OK)
         goto fail;
-    if (get_u64(sum) != XXH3_64bits_digest(&r.hash)) {
-        rc = SBF_ECORRUPT;
-        goto fail;
-    }
-    unsigned char extra;
-    long got = read(ctx, &extra, 1);
-    if (got != 0) {
-        rc = got < 0 ? SBF_EIO : SBF_ECORRUPT;
-        goto fail;
-    }
     free(buf);
     *out = f;
     return SBF_OK;

@@ -7,6 +7,7 @@
 #include "lib/container.h"
 
 #include "lib/le.h"
+#include "lib/stream.h"
 
 #include <string.h>
 
@@ -35,19 +36,6 @@ uint64_t container_encoded_size(const struct kind_ops *ops, const void *f)
     return CONTAINER_HEADER_BYTES + ops->encoded_size(f);
 }
 
-/* Reads exactly len bytes; SBF_EIO on a callback error or early end. */
-static int read_exact(sbf_read_fn read, void *ctx, unsigned char *p, size_t len)
-{
-    while (len > 0) {
-        long got = read(ctx, p, len);
-        if (got <= 0 || (unsigned long)got > len)
-            return SBF_EIO;
-        p += got;
-        len -= (size_t)got;
-    }
-    return SBF_OK;
-}
-
 /* A reader that first replays bytes already taken from the stream. */
 struct replay {
     const unsigned char *head;
@@ -73,7 +61,7 @@ int container_decode(sbf_read_fn read, void *ctx, container_kind_fn find, void *
                      const struct kind_ops **ops_out, void **out, struct container_header *hdr)
 {
     unsigned char h[CONTAINER_HEADER_BYTES];
-    int rc = read_exact(read, ctx, h, 8);
+    int rc = stream_read_exact(read, ctx, h, 8);
     if (rc != SBF_OK)
         return rc;
     if (memcmp(h, v2_magic, 8) == 0) {
@@ -90,7 +78,7 @@ int container_decode(sbf_read_fn read, void *ctx, container_kind_fn find, void *
     }
     if (memcmp(h, container_magic, 8) != 0)
         return SBF_ECORRUPT;
-    rc = read_exact(read, ctx, h + 8, sizeof h - 8);
+    rc = stream_read_exact(read, ctx, h + 8, sizeof h - 8);
     if (rc != SBF_OK)
         return rc;
     /* A newer format may lay out (and check) its header otherwise: its version is all this

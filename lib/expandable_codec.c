@@ -13,11 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "lib/expandable.h"
 #include "lib/expandable_internal.h"
+#include "lib/le.h"
+#include "lib/stream.h"
 
 #define EXP_CODEC_VERSION 1u
 #define EXP_HEADER_BYTES 76u
@@ -25,34 +24,6 @@
 #define EXP_CHUNK_BLOCKS 1024u /* blocks per write */
 
 static const unsigned char exp_magic[8] = {'B', 'L', 'O', 'O', 'M', 'E', 'X', 'P'};
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (unsigned i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (unsigned i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (unsigned i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static uint64_t blocks_of(uint32_t level, uint64_t cursor)
 {
@@ -68,18 +39,6 @@ uint64_t expandable_encoded_size(const struct expandable *f)
 }
 
 /* ---- encoding ---- */
-
-struct writer {
-    sbf_write_fn write;
-    void *ctx;
-    XXH3_state_t hash;
-};
-
-static int emit(struct writer *w, const void *buf, size_t len)
-{
-    XXH3_64bits_update(&w->hash, buf, len);
-    return w->write(w->ctx, buf, len) == 0 ? SBF_OK : SBF_EIO;
-}
 
 /* A consistent copy of a block (seqlock); false if it kept changing. */
 static bool copy_block(const _Atomic uint64_t *p, uint64_t *b)
@@ -99,8 +58,8 @@ static bool copy_block(const _Atomic uint64_t *p, uint64_t *b)
     return false;
 }
 
-static int encode_blocks(const struct expandable *f, struct writer *w, uint32_t lv, uint64_t from,
-                         uint64_t to, unsigned char *buf)
+static int encode_blocks(const struct expandable *f, struct stream_writer *w, uint32_t lv,
+                         uint64_t from, uint64_t to, unsigned char *buf)
 {
     const _Atomic uint64_t *base = atomic_load_explicit(&f->arr[lv].w, memory_order_acquire);
     for (uint64_t x = from; x < to;) {
@@ -111,9 +70,9 @@ static int encode_blocks(const struct expandable *f, struct writer *w, uint32_t 
                 return SBF_EIO;
             b[1] = (b[1] & ~XB_HDR_MASK) | XB_LIVE;
             for (unsigned i = 0; i < XB_WORDS; i++, len += 8)
-                put_u64(buf + len, b[i]);
+                le_put64(buf + len, b[i]);
         }
-        int rc = emit(w, buf, len);
+        int rc = stream_write(w, buf, len);
         if (rc != SBF_OK)
             return rc;
     }
@@ -129,8 +88,8 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
     atomic_fetch_add(&mf->readers, 1);
     atomic_fetch_add(&mf->encoding, 1);
     /* From here the writer makes no cuckoo step and frees no chunk (expandable.c). */
-    struct writer w = {.write = write, .ctx = ctx};
-    XXH3_64bits_reset(&w.hash);
+    struct stream_writer w;
+    stream_writer_init(&w, write, ctx);
     int rc = SBF_OK;
     struct exp_start s;
     if (!exp_copy_start(f, &s)) {
@@ -141,39 +100,37 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
     uint32_t ns = s.ns;
     unsigned char stash[EXP_STASH * EXP_STASH_BYTES];
     for (uint32_t i = 0; i < ns; i++) {
-        put_u64(stash + 16 * i, s.cell[i]);
-        put_u64(stash + 16 * i + 8, s.tag[i]);
+        le_put64(stash + 16 * i, s.cell[i]);
+        le_put64(stash + 16 * i + 8, s.tag[i]);
     }
     uint32_t level = (uint32_t)(st >> 48);
     uint64_t cursor = st & ((UINT64_C(1) << 48) - 1);
     unsigned char *q = buf;
     memcpy(q, exp_magic, sizeof(exp_magic));
-    put_u32(q + 8, EXP_CODEC_VERSION);
-    put_u32(q + 12, f->w);
-    put_u32(q + 16, f->c);
-    put_u32(q + 20, f->m);
-    put_u32(q + 24, f->l0);
-    put_u64(q + 28, f->p.capacity);
+    le_put32(q + 8, EXP_CODEC_VERSION);
+    le_put32(q + 12, f->w);
+    le_put32(q + 16, f->c);
+    le_put32(q + 20, f->m);
+    le_put32(q + 24, f->l0);
+    le_put64(q + 28, f->p.capacity);
     uint64_t eb;
     memcpy(&eb, &f->p.error, sizeof(eb));
-    put_u64(q + 36, eb);
-    put_u32(q + 44, level);
-    put_u64(q + 48, cursor);
-    put_u64(q + 56, items);
+    le_put64(q + 36, eb);
+    le_put32(q + 44, level);
+    le_put64(q + 48, cursor);
+    le_put64(q + 56, items);
     /* From the shape read above, not the live counter, which a split may have moved. */
-    put_u64(q + 64, blocks_of(level, cursor) - ((UINT64_C(1) << f->l0) + exp_initial_cursor(f)));
-    put_u32(q + 72, ns);
-    rc = emit(&w, buf, EXP_HEADER_BYTES);
+    le_put64(q + 64, blocks_of(level, cursor) - ((UINT64_C(1) << f->l0) + exp_initial_cursor(f)));
+    le_put32(q + 72, ns);
+    rc = stream_write(&w, buf, EXP_HEADER_BYTES);
     if (rc == SBF_OK && ns)
-        rc = emit(&w, stash, (size_t)ns * EXP_STASH_BYTES);
+        rc = stream_write(&w, stash, (size_t)ns * EXP_STASH_BYTES);
     if (rc == SBF_OK)
         rc = encode_blocks(f, &w, level, cursor, UINT64_C(1) << level, buf);
     if (rc == SBF_OK && cursor)
         rc = encode_blocks(f, &w, level + 1, 0, 2 * cursor, buf);
-    if (rc == SBF_OK) {
-        put_u64(buf, XXH3_64bits_digest(&w.hash));
-        rc = write(ctx, buf, 8) == 0 ? SBF_OK : SBF_EIO;
-    }
+    if (rc == SBF_OK)
+        rc = stream_write_sum(&w);
 done:
     atomic_fetch_sub(&mf->encoding, 1);
     atomic_fetch_sub(&mf->readers, 1);
@@ -182,33 +139,6 @@ done:
 }
 
 /* ---- decoding ---- */
-
-struct reader {
-    sbf_read_fn read;
-    void *ctx;
-    XXH3_state_t hash;
-};
-
-static int read_raw(struct reader *r, void *buf, size_t len)
-{
-    unsigned char *p = buf;
-    while (len > 0) {
-        long got = r->read(r->ctx, p, len);
-        if (got <= 0 || (unsigned long)got > len)
-            return SBF_EIO;
-        p += got;
-        len -= (size_t)got;
-    }
-    return SBF_OK;
-}
-
-static int take(struct reader *r, void *buf, size_t len)
-{
-    int rc = read_raw(r, buf, len);
-    if (rc == SBF_OK)
-        XXH3_64bits_update(&r->hash, buf, len);
-    return rc;
-}
 
 /* Checks one stash entry against the geometry. */
 static bool stash_ok(const struct expandable *f, uint64_t cell, uint64_t tag)
@@ -219,19 +149,19 @@ static bool stash_ok(const struct expandable *f, uint64_t cell, uint64_t tag)
            v != 0 && v < (UINT64_C(1) << f->w);
 }
 
-static int decode_blocks(struct expandable *f, struct reader *r, uint32_t lv, uint64_t from,
+static int decode_blocks(struct expandable *f, struct stream_reader *r, uint32_t lv, uint64_t from,
                          uint64_t to, unsigned char *buf)
 {
     _Atomic uint64_t *base = atomic_load_explicit(&f->arr[lv].w, memory_order_relaxed);
     for (uint64_t x = from; x < to;) {
         uint64_t k = to - x < EXP_CHUNK_BLOCKS ? to - x : EXP_CHUNK_BLOCKS;
-        int rc = take(r, buf, (size_t)k * XB_BYTES);
+        int rc = stream_take(r, buf, (size_t)k * XB_BYTES);
         if (rc != SBF_OK)
             return rc;
         for (uint64_t i = 0; i < k; i++, x++) {
             uint64_t b[XB_WORDS];
             for (unsigned q = 0; q < XB_WORDS; q++)
-                b[q] = get_u64(buf + i * XB_BYTES + 8 * q);
+                b[q] = le_get64(buf + i * XB_BYTES + 8 * q);
             if ((b[1] & XB_HDR_MASK) != XB_LIVE || xb_check(b, f->w, f->c, f->m) != SBF_OK)
                 return SBF_ECORRUPT;
             for (unsigned q = 0; q < XB_WORDS; q++)
@@ -244,32 +174,32 @@ static int decode_blocks(struct expandable *f, struct reader *r, uint32_t lv, ui
 int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
                       const struct sbf_budget *budget, struct expandable **out)
 {
-    struct reader r = {.read = read, .ctx = ctx};
-    XXH3_64bits_reset(&r.hash);
+    struct stream_reader r;
+    stream_reader_init(&r, read, ctx);
     unsigned char hdr[EXP_HEADER_BYTES];
-    int rc = take(&r, hdr, sizeof(hdr));
+    int rc = stream_take(&r, hdr, sizeof(hdr));
     if (rc != SBF_OK)
         return rc;
     if (memcmp(hdr, exp_magic, sizeof(exp_magic)) != 0)
         return SBF_ECORRUPT;
-    if (get_u32(hdr + 8) != EXP_CODEC_VERSION)
+    if (le_get32(hdr + 8) != EXP_CODEC_VERSION)
         return SBF_EVERSION;
-    struct expandable_params p = {.capacity = get_u64(hdr + 28)};
-    uint64_t eb = get_u64(hdr + 36);
+    struct expandable_params p = {.capacity = le_get64(hdr + 28)};
+    uint64_t eb = le_get64(hdr + 36);
     memcpy(&p.error, &eb, sizeof(eb));
     uint32_t w, c, m, l0;
-    if (exp_geometry(&p, &w, &c, &m, &l0) != SBF_OK || get_u32(hdr + 12) != w ||
-        get_u32(hdr + 16) != c || get_u32(hdr + 20) != m || get_u32(hdr + 24) != l0)
+    if (exp_geometry(&p, &w, &c, &m, &l0) != SBF_OK || le_get32(hdr + 12) != w ||
+        le_get32(hdr + 16) != c || le_get32(hdr + 20) != m || le_get32(hdr + 24) != l0)
         return SBF_ECORRUPT;
-    uint32_t level = get_u32(hdr + 44), ns = get_u32(hdr + 72);
-    uint64_t cursor = get_u64(hdr + 48), items = get_u64(hdr + 56), splits = get_u64(hdr + 64);
+    uint32_t level = le_get32(hdr + 44), ns = le_get32(hdr + 72);
+    uint64_t cursor = le_get64(hdr + 48), items = le_get64(hdr + 56), splits = le_get64(hdr + 64);
     if (level < l0 || level >= EXP_MAX_LEVEL || cursor >= (UINT64_C(1) << level) || ns > EXP_STASH)
         return SBF_ECORRUPT;
     uint64_t blocks = blocks_of(level, cursor);
     if (blocks > max_bytes / XB_BYTES)
         return SBF_ETOOBIG;
     unsigned char stash[EXP_STASH * EXP_STASH_BYTES];
-    if (ns && (rc = take(&r, stash, (size_t)ns * EXP_STASH_BYTES)) != SBF_OK)
+    if (ns && (rc = stream_take(&r, stash, (size_t)ns * EXP_STASH_BYTES)) != SBF_OK)
         return rc;
 
     struct expandable *f = exp_shell_new(&p, budget);
@@ -282,7 +212,7 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
         return SBF_ECORRUPT;
     }
     for (uint32_t i = 0; i < ns; i++) {
-        uint64_t cell = get_u64(stash + 16 * i), tag = get_u64(stash + 16 * i + 8);
+        uint64_t cell = le_get64(stash + 16 * i), tag = le_get64(stash + 16 * i + 8);
         if (!stash_ok(f, cell, tag)) {
             free(f);
             return SBF_ECORRUPT;
@@ -312,20 +242,9 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
         rc = decode_blocks(f, &r, level + 1, 0, 2 * cursor, buf);
     if (rc != SBF_OK)
         goto fail;
-    unsigned char sum[8];
-    rc = read_raw(&r, sum, sizeof(sum));
+    rc = stream_read_sum(&r);
     if (rc != SBF_OK)
         goto fail;
-    if (get_u64(sum) != XXH3_64bits_digest(&r.hash)) {
-        rc = SBF_ECORRUPT;
-        goto fail;
-    }
-    unsigned char extra;
-    long got = read(ctx, &extra, 1);
-    if (got != 0) {
-        rc = got < 0 ? SBF_EIO : SBF_ECORRUPT;
-        goto fail;
-    }
     atomic_store_explicit(&f->splits, splits, memory_order_relaxed);
     exp_recount(f);
     /* The bound is derived, not stored: a union may have pushed it past the promise (it

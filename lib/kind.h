@@ -1,14 +1,15 @@
 /*
  * kind.h - what every filter kind provides: one operations table per kind (the scalable
- * Bloom filter of sbf.h today; the windowed and expandable kinds next), so the server
- * handles any filter through the same calls and a new kind is one new file in lib/ plus
- * its table. Types shared by the kinds (hash, budget, codec callbacks, error codes) are
- * those of sbf.h. Pure code like the rest of lib/: the server passes in the time.
+ * Bloom filter of sbf.h, the windowed filter of window.h, the expandable filter of
+ * expandable.h; tables at the end), so the server handles any filter through the same
+ * calls and a new kind is one new file in lib/ plus its table. Types shared by the kinds (hash,
+ * budget, codec callbacks, error codes) are those of sbf.h. Pure code like the rest of lib/: the
+ * server passes in the time.
  *
  * Concurrency, for every kind: one writer at a time (every call taking a non-const
- * filter); while it runs, other threads may call the const ones (check_batch, info,
- * fields, encode, encoded_size, create_like) on the same filter and use it as the src of
- * merge() or intersect(). clear, intersect (on its dst) and free need exclusive access.
+ * filter); while it runs, other threads may call the const ones (check_batch, params,
+ * info, fields, encode, encoded_size, create_like, parts, explain) on the same filter and use it as
+ * the src of merge() or intersect(). clear, intersect (on its dst) and free need exclusive access.
  */
 #ifndef BLOOMD_LIB_KIND_H
 #define BLOOMD_LIB_KIND_H
@@ -95,7 +96,7 @@ struct kind_probe {
 typedef void (*kind_probe_fn)(void *ctx, const struct kind_probe *probe);
 
 struct kind_ops {
-    const char *name; /* "sbf": shown by INFO as kind */
+    const char *name; /* "sbf", "window", "expandable": the library's name for the kind */
     uint32_t tag;     /* the snapshot container's kind tag; unique, never reused */
 
     /* Sets the kind's own defaults in p before the caller applies the options it was given

@@ -1,8 +1,9 @@
 /*
- * sbf_internal.h - the layout of a scalable filter, shared by lib/sbf.c and lib/codec.c
- * (and sbf_stream_stages for lib/window.c's size checks) only. Stages live in a fixed array; the
- * writer fills stages[n] completely, then publishes it with a release store of nstages = n + 1, so
- * a reader that acquire-loads nstages may read every field of stages[0..nstages) without locks.
+ * sbf_internal.h - the layout of a scalable filter, shared by lib/sbf.c, lib/codec.c and
+ * lib/sbf_view.c only; lib/window.c uses just the stream and budget helpers at the end. Stages live
+ * in a fixed array; the writer fills stages[n] completely, then publishes it with a release store
+ * of nstages = n + 1, so a reader that acquire-loads nstages may read every field of
+ * stages[0..nstages) without locks.
  */
 #ifndef BLOOMD_LIB_SBF_INTERNAL_H
 #define BLOOMD_LIB_SBF_INTERNAL_H
@@ -52,10 +53,10 @@ int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity,
 int sbf_stage_alloc(struct sbf *f, uint32_t i, uint64_t capacity, const struct bloom_geom *g);
 
 /*
- * The stage count n for which sbf_encode writes exactly len bytes for a filter of
- * parameters p (in range), and in *bits the bytes of filter bits among them; 0 if there is
- * none. O(n): a container checks a declared stream length, and the bits it stands for,
- * before anything is allocated.
+ * The stage count n for which sbf_encode_stages (format v2, fixed size) writes exactly
+ * len bytes for a filter of parameters p (in range), and in *bits the bytes of filter bits
+ * among them; 0 if there is none. O(n): a container checks a declared stream length, and
+ * the bits it stands for, before anything is allocated.
  */
 uint32_t sbf_stream_stages(const struct sbf_params *p, uint64_t len, uint64_t *bits);
 

@@ -22,10 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "lib/sbf_internal.h"
+#include "lib/stream.h"
 
 /* Ring slots: twice the most live generations, so a slot is reused only after the
  * generation it held was dropped at least WINDOW_MAX_GENERATIONS generations ago. */
@@ -484,20 +482,6 @@ uint64_t window_encoded_size(const struct window *w)
     return size;
 }
 
-struct writer {
-    sbf_write_fn write;
-    void *ctx;
-    XXH3_state_t hash;
-};
-
-/* A write callback that hashes what passes through to the outer writer. */
-static int hashed_write(void *arg, const void *buf, size_t len)
-{
-    struct writer *wr = arg;
-    XXH3_64bits_update(&wr->hash, buf, len);
-    return wr->write(wr->ctx, buf, len);
-}
-
 int window_encode(const struct window *w, sbf_write_fn write, void *ctx)
 {
     struct plan pl;
@@ -522,58 +506,12 @@ int window_encode(const struct window *w, sbf_write_fn write, void *ctx)
         le_put64(q + 8, (uint64_t)window_span_start(p, w->epoch, pl.spans[c]));
         le_put64(q + 16, sbf_encoded_size_stages(pl.gens[c], pl.stages[c]));
     }
-    struct writer wr = {.write = write, .ctx = ctx};
-    XXH3_64bits_reset(&wr.hash);
-    if (hashed_write(&wr, buf, (size_t)(q - buf)) != 0)
-        return SBF_EIO;
-    for (uint32_t c = 0; c < pl.s.live; c++) {
-        int rc = sbf_encode_stages(pl.gens[c], pl.stages[c], hashed_write, &wr);
-        if (rc != SBF_OK)
-            return rc;
-    }
-    le_put64(buf, XXH3_64bits_digest(&wr.hash));
-    return write(ctx, buf, 8) == 0 ? SBF_OK : SBF_EIO;
-}
-
-struct reader {
-    sbf_read_fn read;
-    void *ctx;
-    XXH3_state_t hash;
-    uint64_t left; /* bytes the current sub-stream may still read */
-};
-
-/* Reads exactly len bytes into the hash; SBF_EIO on a callback error or early end. */
-static int take(struct reader *r, void *buf, size_t len)
-{
-    unsigned char *p = buf;
-    while (len > 0) {
-        long got = r->read(r->ctx, p, len);
-        if (got <= 0 || (unsigned long)got > len)
-            return SBF_EIO;
-        XXH3_64bits_update(&r->hash, p, (size_t)got);
-        p += got;
-        len -= (size_t)got;
-    }
-    return SBF_OK;
-}
-
-/* A read callback over the next r->left bytes of the outer stream (then end of input),
- * hashing them: one generation's sbf stream. */
-static long sub_read(void *arg, void *buf, size_t len)
-{
-    struct reader *r = arg;
-    if (r->left == 0)
-        return 0;
-    if (len > r->left)
-        len = (size_t)r->left;
-    long got = r->read(r->ctx, buf, len);
-    if (got <= 0)
-        return got; /* an early end: sbf_decode reports SBF_EIO */
-    if ((unsigned long)got > len)
-        return -1;
-    XXH3_64bits_update(&r->hash, buf, (size_t)got);
-    r->left -= (uint64_t)got;
-    return got;
+    struct stream_writer wr;
+    stream_writer_init(&wr, write, ctx);
+    int rc = stream_write(&wr, buf, (size_t)(q - buf));
+    for (uint32_t c = 0; c < pl.s.live && rc == SBF_OK; c++)
+        rc = sbf_encode_stages(pl.gens[c], pl.stages[c], stream_write_fn, &wr);
+    return rc == SBF_OK ? stream_write_sum(&wr) : rc;
 }
 
 /* A generation as the table declares it, once checked. */
@@ -582,11 +520,11 @@ struct gen_decl {
 };
 
 /* Checks the header and generation table; fills p, epoch, s and d. Allocates nothing. */
-static int check_header(struct reader *r, uint64_t max_bytes, struct window_params *p,
+static int check_header(struct stream_reader *r, uint64_t max_bytes, struct window_params *p,
                         int64_t *epoch, struct state *s, struct gen_decl *d)
 {
     unsigned char hdr[HEADER_BYTES];
-    int rc = take(r, hdr, sizeof(hdr));
+    int rc = stream_take(r, hdr, sizeof(hdr));
     if (rc != SBF_OK)
         return rc;
     if (memcmp(hdr, codec_magic, sizeof(codec_magic)) != 0)
@@ -614,7 +552,7 @@ static int check_header(struct reader *r, uint64_t max_bytes, struct window_para
         return SBF_ECORRUPT;
 
     unsigned char tab[GEN_BYTES * WINDOW_MAX_GENERATIONS];
-    rc = take(r, tab, (size_t)GEN_BYTES * s->live);
+    rc = stream_take(r, tab, (size_t)GEN_BYTES * s->live);
     if (rc != SBF_OK)
         return rc;
     struct sbf_params gp;
@@ -642,8 +580,8 @@ static int check_header(struct reader *r, uint64_t max_bytes, struct window_para
 int window_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct sbf_budget *budget,
                   struct window **out)
 {
-    struct reader r = {.read = read, .ctx = ctx};
-    XXH3_64bits_reset(&r.hash);
+    struct stream_reader r;
+    stream_reader_init(&r, read, ctx);
     struct window_params p;
     int64_t epoch;
     struct state s;
@@ -664,9 +602,9 @@ int window_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct 
     /* Slots newest first from s.head down; published as each one is complete. */
     struct state built = {.span = s.span, .head = s.head, .live = 0};
     for (uint32_t c = 0; c < s.live; c++) {
-        r.left = d[c].stream;
+        stream_reader_limit(&r, d[c].stream);
         struct sbf *f = NULL;
-        rc = sbf_decode_fixed(sub_read, &r, d[c].bits, &w->budget, &f);
+        rc = sbf_decode_fixed(stream_read_fn, &r, d[c].bits, &w->budget, &f);
         if (rc == SBF_OK && (r.left != 0 || !same_sbf_params(sbf_params(f), &w->gen))) {
             sbf_free(f);
             rc = SBF_ECORRUPT;
@@ -684,28 +622,9 @@ int window_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct 
         publish(w, built);
     }
     publish(w, (struct state){.span = s.span, .head = s.head, .live = s.live});
-    unsigned char sum[8];
-    uint64_t want = XXH3_64bits_digest(&r.hash);
-    rc = SBF_OK;
-    for (size_t at = 0; at < sizeof(sum) && rc == SBF_OK;) {
-        long got = read(ctx, sum + at, sizeof(sum) - at);
-        if (got <= 0 || (unsigned long)got > sizeof(sum) - at)
-            rc = SBF_EIO;
-        else
-            at += (size_t)got;
-    }
+    rc = stream_read_sum(&r);
     if (rc != SBF_OK)
         goto fail;
-    if (le_get64(sum) != want) {
-        rc = SBF_ECORRUPT;
-        goto fail;
-    }
-    unsigned char extra;
-    long got = read(ctx, &extra, 1);
-    if (got != 0) {
-        rc = got < 0 ? SBF_EIO : SBF_ECORRUPT;
-        goto fail;
-    }
     *out = w;
     return SBF_OK;
 fail:

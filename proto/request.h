@@ -1,7 +1,7 @@
 /*
  * request.h - the request model every wire protocol produces and the server executes:
  * a command, a filter name and its arguments as views into the protocol's input buffer.
- * The text protocol (proto.h) and the memcached protocol both fill it; server/commands
+ * The text protocol (proto.h) and the memcached protocol both fill it; server/exec/commands.c
  * reads it and never sees protocol syntax. Pure types and helpers, no I/O.
  */
 #ifndef BLOOMD_PROTO_REQUEST_H

@@ -1,6 +1,6 @@
 /*
  * result.h - the result model: what executing a request produced, before any protocol
- * turns it into bytes. server/commands fills a struct result; the protocol that
+ * turns it into bytes. server/exec/commands.c fills a struct result; the protocol that
  * received the request formats it (proto.h for the text protocol). A result owns all
  * its memory (strings are copied into its arena), so it can be formatted later, on
  * another path, or inspected by unit tests. It is meant to be reused: result_reset()

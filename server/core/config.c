@@ -735,7 +735,6 @@ int config_load(struct config *c, int argc, char **argv, enum config_action *act
 /* The value of option o in c, as a user would write it ("1M", "info", ""). */
 static void format_value(const struct config *c, const struct opt_def *o, char *buf, size_t len)
 {
-    static const char *const levels[] = {"debug", "info", "warn", "error"};
     const char *field = (const char *)c + o->off;
     uint64_t v;
     switch (o->kind) {
@@ -762,9 +761,11 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
     case OPT_FRAC:
         snprintf(buf, len, "%g", *(const double *)(const void *)field);
         break;
-    case OPT_LEVEL:
-        snprintf(buf, len, "%s", levels[*(const int *)(const void *)field]);
+    case OPT_LEVEL: {
+        int level = *(const int *)(const void *)field;
+        snprintf(buf, len, "%s", log_level_name((enum log_level)level));
         break;
+    }
     case OPT_BOOL:
         snprintf(buf, len, "%s", *(const int *)(const void *)field ? "yes" : "no");
         break;

@@ -19,7 +19,18 @@ static char log_path[4096]; /* empty: stderr */
 static enum log_level log_min = LOG_INFO;
 static enum log_format log_fmt = LOG_FORMAT_TEXT;
 
-static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+/* The one table of level names: as configured and in json lines, and in text lines. */
+static const struct {
+    const char *name;  /* "info" */
+    const char *upper; /* "INFO" */
+} log_levels[] = {
+    [LOG_DEBUG] = {"debug", "DEBUG"},
+    [LOG_INFO] = {"info", "INFO"},
+    [LOG_WARN] = {"warn", "WARN"},
+    [LOG_ERROR] = {"error", "ERROR"},
+};
+
+#define LOG_NLEVELS (sizeof(log_levels) / sizeof(log_levels[0]))
 
 int log_format_parse(const char *s)
 {
@@ -35,12 +46,16 @@ void log_set_format(enum log_format format)
     log_fmt = format;
 }
 
+const char *log_level_name(enum log_level level)
+{
+    return (unsigned)level < LOG_NLEVELS ? log_levels[level].name : "?";
+}
+
 int log_level_parse(const char *s)
 {
-    static const char *const names[] = {"debug", "info", "warn", "error"};
-    for (int i = 0; i < 4; i++) {
-        if (strcasecmp(s, names[i]) == 0)
-            return i;
+    for (size_t i = 0; i < LOG_NLEVELS; i++) {
+        if (strcasecmp(s, log_levels[i].name) == 0)
+            return (int)i;
     }
     if (strcasecmp(s, "warning") == 0)
         return LOG_WARN;
@@ -142,7 +157,6 @@ static void log_vline(enum log_level level, const struct log_field *fields, size
 static void log_vline(enum log_level level, const struct log_field *fields, size_t nf,
                       const char *fmt, va_list ap)
 {
-    static const char *const lower[] = {"debug", "info", "warn", "error"};
     int saved_errno = errno;
     char msg[2048], line[4096];
     int m = vsnprintf(msg, sizeof msg, fmt, ap);
@@ -157,7 +171,8 @@ static void log_vline(enum log_level level, const struct log_field *fields, size
     size_t n = 0;
     const size_t cap = sizeof line - 2; /* room for the closing brace and the newline */
     if (log_fmt == LOG_FORMAT_JSON) {
-        append(line, &n, cap, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"", when, lower[level]);
+        append(line, &n, cap, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"", when,
+               log_level_name(level));
         json_escape(line, &n, cap, msg, mlen);
         append(line, &n, cap, "\"");
         for (size_t i = 0; i < nf; i++) {
@@ -175,7 +190,7 @@ static void log_vline(enum log_level level, const struct log_field *fields, size
         }
         line[n++] = '}';
     } else {
-        append(line, &n, cap, "%s %s ", when, level_names[level]);
+        append(line, &n, cap, "%s %s ", when, log_levels[level].upper);
         size_t room = cap - n;
         size_t take = mlen < room ? mlen : room; /* truncated: still end the line */
         memcpy(line + n, msg, take);

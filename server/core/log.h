@@ -29,8 +29,12 @@ int log_format_parse(const char *s);
 /* Chooses the line format (text until called). Call before any other thread logs. */
 void log_set_format(enum log_format format);
 
-/* Parses "debug", "info", "warn" or "error". Returns the level, or -1 if unknown. */
+/* Parses "debug", "info", "warn" (or "warning") or "error", any case. Returns the level,
+ * or -1 if unknown. */
 int log_level_parse(const char *s);
+
+/* The level's name as log_level_parse takes it ("info"); static. */
+const char *log_level_name(enum log_level level);
 
 /*
  * Sends the log to path (appending), or to stderr when path is NULL or empty, and keeps

@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "tests/fuzz/fuzz_io.h"
 
@@ -46,17 +45,6 @@ static void round_trip(const uint8_t *data, size_t size)
  */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    round_trip(data, size);
-    if (size < 8)
-        return 0;
-    uint8_t *fixed = malloc(size);
-    if (!fixed)
-        return 0;
-    memcpy(fixed, data, size);
-    uint64_t sum = XXH3_64bits(fixed, size - 8);
-    for (unsigned i = 0; i < 8; i++)
-        fixed[size - 8 + i] = (uint8_t)(sum >> (8 * i));
-    round_trip(fixed, size);
-    free(fixed);
+    fuzz_both(round_trip, data, size);
     return 0;
 }

@@ -1,14 +1,17 @@
 /*
  * fuzz_io.h - the codec callbacks the decoder harnesses share: a reader over the fuzz
  * input that returns odd-sized pieces (decided by the input itself, to exercise refill
- * loops), and a writer that compares against the input instead of storing.
+ * loops), a writer that compares against the input instead of storing, and the checksum
+ * repair that lets mutations reach the code behind a payload's checksum test.
  */
 #ifndef BLOOMD_TESTS_FUZZ_IO_H
 #define BLOOMD_TESTS_FUZZ_IO_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 struct fuzz_in {
     const uint8_t *data;
@@ -41,6 +44,43 @@ static inline int fuzz_cmp_write(void *ctx, const void *buf, size_t len)
         return -1;
     c->pos += len;
     return 0;
+}
+
+/* Writes the XXH3-64 of buf[0..len) at out, little-endian, as lib/ writes its checksums. */
+static inline void fuzz_put_sum(uint8_t *out, const uint8_t *buf, size_t len)
+{
+    uint64_t sum = XXH3_64bits(buf, len);
+    for (unsigned i = 0; i < 8; i++)
+        out[i] = (uint8_t)(sum >> (8 * i));
+}
+
+/*
+ * A copy of data whose last 8 bytes are replaced by the right checksum of the bytes from
+ * `from` up to them (a payload's stream starts at from), so mutations of headers and bits
+ * also pass the checksum test. NULL if size < from + 8 or out of memory; caller frees.
+ */
+static inline uint8_t *fuzz_resummed(const uint8_t *data, size_t size, size_t from)
+{
+    if (size < from + 8)
+        return NULL;
+    uint8_t *fixed = malloc(size);
+    if (fixed) {
+        memcpy(fixed, data, size);
+        fuzz_put_sum(fixed + size - 8, fixed + from, size - 8 - from);
+    }
+    return fixed;
+}
+
+/* Calls fn on the input as is, then on fuzz_resummed(data, size, 0) (a whole-payload
+ * harness: the input is one checksummed stream). */
+static inline void fuzz_both(void (*fn)(const uint8_t *data, size_t size), const uint8_t *data,
+                             size_t size)
+{
+    fn(data, size);
+    uint8_t *fixed = fuzz_resummed(data, size, 0);
+    if (fixed)
+        fn(fixed, size);
+    free(fixed);
 }
 
 #endif

@@ -11,13 +11,9 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "lib/journal_record.h"
+#include "tests/fuzz/fuzz_check.h"
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
+#include "lib/journal_record.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

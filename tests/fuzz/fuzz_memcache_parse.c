@@ -11,13 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/memcache.h"
+#include "tests/fuzz/fuzz_check.h"
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
+#include "proto/memcache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,14 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/fuzz/fuzz_check.h"
+
 #include "proto/number.h"
 #include "proto/proto.h"
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
 
 #define RT_MAX_ARGS 64
 #define RT_LINE_CAP 16384

@@ -10,6 +10,7 @@ chunked helpers for many keys.
 """
 
 import os
+import pwd
 import re
 import signal
 import socket
@@ -139,6 +140,7 @@ class Daemon:
         self.host = None
         self.port = None
         self._log_start = 0
+        self.started = None  # time.monotonic() just before the last start's exec
         self.popen_kw = {}  # e.g. user=, group= to run as another user
 
     def command(self):
@@ -154,6 +156,7 @@ class Daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BLOOMD_")}
         env.update(self.env)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=log, env=env, **self.popen_kw)
@@ -218,6 +221,21 @@ class Daemon:
         if env is not None:
             self.env = dict(env)
         return self.start()
+
+
+def nobody_user():
+    """For a test run as root that needs a user root's rights do not cover: the passwd entry
+    of 'nobody'. Fails when there is no daemon to run; skips, saying why, when there is no
+    such user or it cannot reach the daemon's binary."""
+    try:
+        user = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("running as root and there is no user 'nobody' to drop to")
+    if not os.access(BLOOMD_BIN, os.X_OK):
+        pytest.fail("no daemon at %s: run `make build/asan/bloomd`" % BLOOMD_BIN)
+    if any(not (os.stat(p).st_mode & 0o001) for p in Path(BLOOMD_BIN).parents):
+        pytest.skip("%s is not reachable by 'nobody'" % BLOOMD_BIN)
+    return user
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ saying what to chown, instead of failing at the first FLUSH.
 """
 
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BLOOMD_BIN
+from conftest import BLOOMD_BIN, nobody_user
 
 
 def run(args, timeout=20, **kw):
@@ -69,13 +68,7 @@ def unwritable_dir():
     data.mkdir()
     user = None
     if os.geteuid() == 0:
-        try:
-            user = pwd.getpwnam("nobody")
-        except KeyError:
-            pytest.skip("running as root and there is no user 'nobody' to drop to")
-        if not os.access(BLOOMD_BIN, os.X_OK) or any(
-                not (os.stat(p).st_mode & 0o001) for p in Path(BLOOMD_BIN).parents):
-            pytest.skip("%s is not reachable by 'nobody'" % BLOOMD_BIN)
+        user = nobody_user()
     else:
         os.chmod(data, 0o555)
         if os.access(data, os.W_OK):

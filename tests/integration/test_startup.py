@@ -8,7 +8,6 @@ regular, or hold NUL bytes, over-long lines or duplicate keys, are refused.
 """
 
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BLOOMD_BIN
+from conftest import BLOOMD_BIN, nobody_user
 
 LISTEN_BUDGET = 2.0  # seconds from exec to "listening", with the bad files present
 
@@ -154,12 +153,7 @@ def readonly_dir(tmp_path):
     data = top / "data"
     user = None
     if os.geteuid() == 0:
-        try:
-            user = pwd.getpwnam("nobody")
-        except KeyError:
-            pytest.skip("running as root and there is no user 'nobody' to drop to")
-        if any(not (os.stat(p).st_mode & 0o001) for p in Path(BLOOMD_BIN).parents):
-            pytest.skip("%s is not reachable by 'nobody'" % BLOOMD_BIN)
+        user = nobody_user()
     yield top, data, user
     if data.exists():
         os.chmod(data, 0o755)

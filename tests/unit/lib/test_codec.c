@@ -21,6 +21,7 @@
 
 #include "lib/sbf.h"
 #include "lib/sbf_internal.h"
+#include "tests/unit/lib/memio.h"
 
 static struct sbf_hash key(uint64_t ns, uint64_t i)
 {
@@ -28,65 +29,17 @@ static struct sbf_hash key(uint64_t ns, uint64_t i)
     return sbf_hash_key(v, sizeof(v));
 }
 
-/* ---- memory writer and reader ---- */
-
-struct out {
-    unsigned char *data;
-    size_t len, cap;
-    int writes, fail_at; /* fail the fail_at-th write (1-based); 0: never */
-};
-
-static int mem_write(void *ctx, const void *buf, size_t len)
-{
-    struct out *o = ctx;
-    if (++o->writes == o->fail_at)
-        return -1;
-    if (o->len + len > o->cap) {
-        size_t cap = (o->len + len) * 2;
-        unsigned char *d = realloc(o->data, cap);
-        if (!d)
-            return -1;
-        o->data = d;
-        o->cap = cap;
-    }
-    memcpy(o->data + o->len, buf, len);
-    o->len += len;
-    return 0;
-}
-
-struct in {
-    const unsigned char *data;
-    size_t len, pos;
-    size_t step;    /* most bytes returned per call (odd sizes exercise the loops) */
-    size_t fail_at; /* return -1 once pos reaches this; SIZE_MAX: never */
-};
-
-static long mem_read(void *ctx, void *buf, size_t len)
-{
-    struct in *r = ctx;
-    if (r->pos >= r->fail_at)
-        return -1;
-    size_t n = r->len - r->pos;
-    if (n > len)
-        n = len;
-    if (n > r->step)
-        n = r->step;
-    memcpy(buf, r->data + r->pos, n);
-    r->pos += n;
-    return (long)n;
-}
-
 static int decode(const unsigned char *data, size_t len, size_t step, uint64_t max_bytes,
                   struct sbf **out)
 {
-    struct in r = {.data = data, .len = len, .step = step, .fail_at = SIZE_MAX};
+    struct mem_in r = {.data = data, .len = len, .step = step};
     *out = NULL;
     return sbf_decode(mem_read, &r, max_bytes, NULL, out);
 }
 
-static struct out encode(const struct sbf *f)
+static struct mem_out encode(const struct sbf *f)
 {
-    struct out o = {0};
+    struct mem_out o = {0};
     assert_int_equal(sbf_encode(f, mem_write, &o), SBF_OK);
     assert_int_equal(o.len, sbf_encoded_size(f));
     return o;
@@ -114,7 +67,7 @@ static void test_round_trip(void **state)
                         filled(1000, SBF_GROWTH_LINEAR, 3, 5000)};
     const uint64_t nkeys[] = {0, 400, 5000}, ns[] = {1, 2, 3};
     for (size_t t = 0; t < 3; t++) {
-        struct out o = encode(fs[t]);
+        struct mem_out o = encode(fs[t]);
         const size_t steps[] = {1, 7, 4096, SIZE_MAX};
         for (size_t s = 0; s < 4; s++) {
             if (steps[s] == 1 && o.len > 100000)
@@ -122,7 +75,7 @@ static void test_round_trip(void **state)
             struct sbf *g = NULL;
             assert_int_equal(decode(o.data, o.len, steps[s], UINT64_MAX, &g), SBF_OK);
             assert_int_equal(sbf_verify(g), SBF_OK);
-            struct out o2 = encode(g);
+            struct mem_out o2 = encode(g);
             assert_int_equal(o2.len, o.len);
             assert_memory_equal(o2.data, o.data, o.len);
             free(o2.data);
@@ -142,7 +95,7 @@ static void test_round_trip(void **state)
                 assert_int_equal(x, y);
             }
             o2 = encode(g);
-            struct out o3 = encode(fs[t]);
+            struct mem_out o3 = encode(fs[t]);
             assert_int_equal(o2.len, o3.len);
             assert_memory_equal(o2.data, o3.data, o3.len);
             free(o2.data);
@@ -158,13 +111,13 @@ static void test_round_trip(void **state)
 }
 
 /* Small enough to try every byte: capacity 20, grown to 3 stages. */
-static struct out small_encoding(void)
+static struct mem_out small_encoding(void)
 {
     struct sbf *f = filled(20, SBF_GROWTH_EXPONENTIAL, 4, 100);
     struct sbf_info info;
     sbf_info(f, &info);
     assert_int_equal(info.stages, 3);
-    struct out o = encode(f);
+    struct mem_out o = encode(f);
     sbf_free(f);
     return o;
 }
@@ -179,7 +132,7 @@ static uint64_t get_le(const unsigned char *p, unsigned n)
 
 /* Marks in structural[] the bytes of o that are fields (headers, stage records, v3 run
  * records) rather than bits or the checksum, walking the format. */
-static void mark_structure(const struct out *o, bool *structural)
+static void mark_structure(const struct mem_out *o, bool *structural)
 {
     uint32_t n = (uint32_t)get_le(o->data + 12, 4);
     size_t at = 52 + (size_t)28 * n;
@@ -208,7 +161,7 @@ static void mark_structure(const struct out *o, bool *structural)
  * byte; in the bits and the checksum, which only the checksum guards, every single-bit
  * flip and all bits.
  */
-static size_t refuse_every_byte(struct out *o)
+static size_t refuse_every_byte(struct mem_out *o)
 {
     bool *structural = calloc(o->len, 1);
     assert_non_null(structural);
@@ -234,9 +187,9 @@ static size_t refuse_every_byte(struct out *o)
 }
 
 /* The fixed-size v2 stream of f (what bloomd 0.1.0 and the window kind write). */
-static struct out encode_v2(const struct sbf *f)
+static struct mem_out encode_v2(const struct sbf *f)
 {
-    struct out o = {0};
+    struct mem_out o = {0};
     assert_int_equal(sbf_encode_stages(f, sbf_stage_count(f), mem_write, &o), SBF_OK);
     assert_int_equal(o.len, sbf_encoded_size_stages(f, sbf_stage_count(f)));
     return o;
@@ -245,7 +198,7 @@ static struct out encode_v2(const struct sbf *f)
 static void test_every_corruption(void **state)
 {
     (void)state;
-    struct out o = small_encoding();
+    struct mem_out o = small_encoding();
     size_t tried = refuse_every_byte(&o);
     print_message("v3: %zu corruptions of %zu bytes rejected\n", tried, o.len);
     free(o.data);
@@ -260,7 +213,7 @@ static void test_every_corruption(void **state)
 static void test_every_truncation(void **state)
 {
     (void)state;
-    struct out o = small_encoding();
+    struct mem_out o = small_encoding();
     for (size_t len = 0; len < o.len; len++) {
         struct sbf *f = NULL;
         assert_int_not_equal(decode(o.data, len, 13, UINT64_MAX, &f), SBF_OK);
@@ -281,7 +234,7 @@ static void test_every_truncation(void **state)
 static void test_version_and_limits(void **state)
 {
     (void)state;
-    struct out o = small_encoding();
+    struct mem_out o = small_encoding();
     struct sbf *f = NULL;
     const unsigned char versions[] = {0, 1, 4, 0xff}; /* this build reads 2 and 3 */
     for (size_t i = 0; i < sizeof(versions); i++) {
@@ -329,11 +282,11 @@ static void test_callback_failures(void **state)
 {
     (void)state;
     struct sbf *f = filled(20, SBF_GROWTH_EXPONENTIAL, 5, 100);
-    struct out o = encode(f);
+    struct mem_out o = encode(f);
     int writes = o.writes;
     assert_true(writes >= 2);
     for (int i = 1; i <= writes; i++) {
-        struct out bad = {.fail_at = i};
+        struct mem_out bad = {.fail_at = i};
         assert_int_equal(sbf_encode(f, mem_write, &bad), SBF_EIO);
         free(bad.data);
     }
@@ -341,7 +294,7 @@ static void test_callback_failures(void **state)
     struct budget b = {0};
     struct sbf_budget sb = {.reserve = reserve, .release = release, .ctx = &b};
     for (size_t at = 0; at <= o.len; at += 17) {
-        struct in r = {.data = o.data, .len = o.len, .step = 64, .fail_at = at};
+        struct mem_in r = {.data = o.data, .len = o.len, .step = 64, .fail = true, .fail_at = at};
         struct sbf *g = NULL;
         assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_EIO);
         assert_null(g);
@@ -350,7 +303,7 @@ static void test_callback_failures(void **state)
     assert_true(b.reserves > 0);
     /* The budget refusing the bits: SBF_EBUDGET before any bit is read, nothing held. */
     b.refuse = true;
-    struct in r = {.data = o.data, .len = o.len, .step = SIZE_MAX, .fail_at = SIZE_MAX};
+    struct mem_in r = {.data = o.data, .len = o.len};
     struct sbf *g = NULL;
     assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &g), SBF_EBUDGET);
     assert_true(r.pos < 52 + 3 * 28 + 1);
@@ -437,7 +390,7 @@ static void test_hostile_headers(void **state)
     sbf_params_default(&p);
     p.capacity = SBF_MAX_CAPACITY; /* terabytes of bits: must never be allocated */
     struct sbf *f = NULL;
-    struct in r = {.data = buf, .step = SIZE_MAX, .fail_at = SIZE_MAX};
+    struct mem_in r = {.data = buf};
 
     r.len = hostile(buf, &p, 1, 1);
     assert_int_equal(sbf_decode(mem_read, &r, 1 << 20, &sb, &f), SBF_ETOOBIG);
@@ -499,7 +452,7 @@ static void *encoder(void *arg)
     struct race *r = arg;
     while (!atomic_load(&r->stop) || r->rounds == 0) {
         uint64_t n = atomic_load_explicit(&r->done, memory_order_acquire);
-        struct out o = {0};
+        struct mem_out o = {0};
         struct sbf *g = NULL;
         /* No cmocka asserts off the main thread: failures are counted as misses. The
          * header's item counts may lag the bits; it is still a valid encoding. */
@@ -559,7 +512,7 @@ static void test_verify_detects(void **state)
 
 /* ---- v3 zero runs ---- */
 
-static void fix_checksum(struct out *o)
+static void fix_checksum(struct mem_out *o)
 {
     put_u64(o->data + o->len - 8, XXH3_64bits(o->data, o->len - 8));
 }
@@ -586,7 +539,7 @@ static void test_v3_sizes(void **state)
     struct sbf *f = filled(10000000, SBF_GROWTH_EXPONENTIAL, 6, 0);
     struct sbf_info info;
     sbf_info(f, &info);
-    struct out o = encode(f);
+    struct mem_out o = encode(f);
     assert_int_equal(o.len, 52 + 28 + 9 + 8);
     struct sbf *g = NULL;
     assert_int_equal(decode(o.data, o.len, 1, UINT64_MAX, &g), SBF_OK);
@@ -594,11 +547,11 @@ static void test_v3_sizes(void **state)
     assert_int_equal(resident_pages(g), 0);
     sbf_free(g);
     /* The same filter as v2 (every zero written out) decodes without touching a page. */
-    struct out v2 = encode_v2(f);
+    struct mem_out v2 = encode_v2(f);
     assert_int_equal(v2.len, 52 + 28 + info.bytes + 8);
     assert_int_equal(decode(v2.data, v2.len, SIZE_MAX, UINT64_MAX, &g), SBF_OK);
     assert_int_equal(resident_pages(g), 0);
-    struct out o2 = encode(g);
+    struct mem_out o2 = encode(g);
     assert_int_equal(o2.len, o.len);
     assert_memory_equal(o2.data, o.data, o.len);
     free(o2.data);
@@ -642,12 +595,12 @@ static void test_v3_not_canonical(void **state)
 {
     (void)state;
     struct sbf *f = filled(1000000, SBF_GROWTH_EXPONENTIAL, 8, 0);
-    struct out o = encode(f); /* header, 1 stage, one zero run of every chunk, checksum */
+    struct mem_out o = encode(f); /* header, 1 stage, one zero run of every chunk, checksum */
     size_t run = 52 + 28;
     uint64_t chunks =
         o.data[run + 1] | (uint64_t)o.data[run + 2] << 8 | (uint64_t)o.data[run + 3] << 16;
     struct sbf *g = NULL;
-    struct out bad = {0};
+    struct mem_out bad = {0};
     /* Two zero runs where one would do. */
     unsigned char r[9] = {0};
     assert_int_equal(mem_write(&bad, o.data, run), 0);

@@ -19,6 +19,7 @@
 
 #include "lib/expandable.h"
 #include "lib/kind.h"
+#include "tests/unit/lib/memio.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -266,44 +267,11 @@ static void test_union(void **state)
 
 /* ---- codec ---- */
 
-struct buf {
-    unsigned char *data;
-    size_t len, cap, pos, limit; /* limit: reads end there */
-};
-
-static int buf_write(void *ctx, const void *p, size_t len)
+/* Decodes the first limit bytes of what o holds (all of it if fewer). */
+static int decode_buf(const struct mem_out *o, size_t limit, struct expandable **out)
 {
-    struct buf *b = ctx;
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + len)
-            cap *= 2;
-        unsigned char *d = realloc(b->data, cap);
-        if (!d)
-            return -1;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, len);
-    b->len += len;
-    return 0;
-}
-
-static long buf_read(void *ctx, void *p, size_t len)
-{
-    struct buf *b = ctx;
-    size_t end = b->limit < b->len ? b->limit : b->len;
-    size_t n = end - b->pos < len ? end - b->pos : len;
-    memcpy(p, b->data + b->pos, n);
-    b->pos += n;
-    return (long)n;
-}
-
-static int decode_buf(struct buf *b, size_t limit, struct expandable **out)
-{
-    b->pos = 0;
-    b->limit = limit;
-    return expandable_decode(buf_read, b, UINT64_C(1) << 32, NULL, out);
+    struct mem_in r = {.data = o->data, .len = limit < o->len ? limit : o->len};
+    return expandable_decode(mem_read, &r, UINT64_C(1) << 32, NULL, out);
 }
 
 static void test_codec_round_trip(void **state)
@@ -311,8 +279,8 @@ static void test_codec_round_trip(void **state)
     (void)state;
     struct expandable *f = make(2000, 0.01);
     checkadd_range(f, 1, 0, 37000); /* mid-round: two arrays in use */
-    struct buf e = {0};
-    assert_int_equal(expandable_encode(f, buf_write, &e), SBF_OK);
+    struct mem_out e = {0};
+    assert_int_equal(expandable_encode(f, mem_write, &e), SBF_OK);
     assert_int_equal(e.len, expandable_encoded_size(f));
     struct expandable *g = NULL;
     assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_OK);
@@ -325,17 +293,16 @@ static void test_codec_round_trip(void **state)
     assert_int_equal(a.entries, b.entries);
     assert_int_equal(a.blocks, b.blocks);
     assert_true(a.error_bound - b.error_bound < 1e-12 && b.error_bound - a.error_bound < 1e-12);
-    struct buf e2 = {0};
-    assert_int_equal(expandable_encode(g, buf_write, &e2), SBF_OK);
+    struct mem_out e2 = {0};
+    assert_int_equal(expandable_encode(g, mem_write, &e2), SBF_OK);
     assert_int_equal(e2.len, e.len);
     assert_memory_equal(e2.data, e.data, e.len);
     /* It keeps working after a decode. */
     checkadd_range(g, 1, 37000, 80000);
     assert_int_equal(count_present(g, 1, 0, 80000, 1), 80000);
     /* max_bytes below the blocks: refused before allocating. */
-    e.pos = 0;
-    e.limit = SIZE_MAX;
-    assert_int_equal(expandable_decode(buf_read, &e, 1000, NULL, &g), SBF_ETOOBIG);
+    struct mem_in r = {.data = e.data, .len = e.len};
+    assert_int_equal(expandable_decode(mem_read, &r, 1000, NULL, &g), SBF_ETOOBIG);
     free(e.data);
     free(e2.data);
     expandable_free(f);
@@ -348,8 +315,8 @@ static void test_codec_corruption(void **state)
     (void)state;
     struct expandable *f = make(100, 0.01);
     checkadd_range(f, 1, 0, 3700);
-    struct buf e = {0};
-    assert_int_equal(expandable_encode(f, buf_write, &e), SBF_OK);
+    struct mem_out e = {0};
+    assert_int_equal(expandable_encode(f, mem_write, &e), SBF_OK);
     struct expandable *g = NULL;
     for (size_t i = 0; i < e.len; i++) {
         const unsigned char flips[] = {0x01, 0x80, 0xff};
@@ -364,7 +331,7 @@ static void test_codec_corruption(void **state)
     for (size_t n = 0; n < e.len; n++)
         assert_int_not_equal(decode_buf(&e, n, &g), SBF_OK);
     /* A trailing byte too. */
-    buf_write(&e, "x", 1);
+    mem_write(&e, "x", 1);
     assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_ECORRUPT);
     e.len--;
     assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_OK);
@@ -379,7 +346,7 @@ static void test_codec_corruption(void **state)
  * block copies, on one thread): splits, drains and level changes run behind the copy and
  * no cuckoo step may move an entry there; every key added before the encode is in it. */
 struct mid_encode {
-    struct buf out;
+    struct mem_out out;
     struct expandable *f;
     uint64_t next;
 };
@@ -389,7 +356,7 @@ static int mid_write(void *ctx, const void *p, size_t len)
     struct mid_encode *m = ctx;
     checkadd_range(m->f, 1, m->next, m->next + 20000);
     m->next += 20000;
-    return buf_write(&m->out, p, len);
+    return mem_write(&m->out, p, len);
 }
 
 static void test_adds_during_encode(void **state)
@@ -436,9 +403,9 @@ static void *reader_main(void *arg)
             r->misses += !present[i];
         if (it % 64 == 0) {
             /* An encode beside the writer decodes to a filter with every key before it. */
-            struct buf e = {0};
+            struct mem_out e = {0};
             uint64_t before = atomic_load(&r->done);
-            int rc = expandable_encode(r->f, buf_write, &e);
+            int rc = expandable_encode(r->f, mem_write, &e);
             if (rc == SBF_OK) {
                 struct expandable *g = NULL;
                 int drc = decode_buf(&e, SIZE_MAX, &g);
@@ -607,12 +574,12 @@ static void test_kind(void **state)
     k->fields(b, field_count, &fields);
     assert_int_equal(fields, 14);
     assert_int_equal(k->verify(b), SBF_OK);
-    struct buf e = {0};
-    assert_int_equal(k->encode(b, buf_write, &e), SBF_OK);
+    struct mem_out e = {0};
+    assert_int_equal(k->encode(b, mem_write, &e), SBF_OK);
     assert_int_equal(e.len, k->encoded_size(b));
     void *c = NULL;
-    e.limit = SIZE_MAX;
-    assert_int_equal(k->decode(buf_read, &e, UINT64_C(1) << 30, NULL, &c), SBF_OK);
+    struct mem_in r = {.data = e.data, .len = e.len};
+    assert_int_equal(k->decode(mem_read, &r, UINT64_C(1) << 30, NULL, &c), SBF_OK);
     k->check_batch(c, h, 100, present);
     for (int i = 0; i < 100; i++)
         assert_true(present[i]);

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "lib/sbf.h"
+#include "tests/unit/lib/memio.h"
 
 /* Key i of namespace ns: namespaces never overlap, so "never added" is exact. */
 static struct sbf_hash key(uint64_t ns, uint64_t i)
@@ -603,27 +604,9 @@ static void test_concurrent_reader(void **state)
 
 /* ---- sharded adds ---- */
 
-struct membuf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static int mem_write(void *ctx, const void *buf, size_t len)
+static struct mem_out encoded(const struct sbf *f)
 {
-    struct membuf *m = ctx;
-    if (m->len + len > m->cap) {
-        m->cap = (m->len + len) * 2;
-        m->p = realloc(m->p, m->cap);
-        assert_non_null(m->p);
-    }
-    memcpy(m->p + m->len, buf, len);
-    m->len += len;
-    return 0;
-}
-
-static struct membuf encoded(const struct sbf *f)
-{
-    struct membuf m = {0};
+    struct mem_out m = {0};
     assert_int_equal(sbf_encode(f, mem_write, &m), SBF_OK);
     return m;
 }
@@ -668,11 +651,11 @@ static size_t run_shards(struct sbf *f, const struct sbf_hash *h, size_t n, unsi
 
 static void assert_same_filter(const struct sbf *x, const struct sbf *y)
 {
-    struct membuf a = encoded(x), b = encoded(y);
+    struct mem_out a = encoded(x), b = encoded(y);
     assert_int_equal(a.len, b.len);
-    assert_memory_equal(a.p, b.p, a.len);
-    free(a.p);
-    free(b.p);
+    assert_memory_equal(a.data, b.data, a.len);
+    free(a.data);
+    free(b.data);
     assert_int_equal(sbf_verify(y), SBF_OK);
 }
 

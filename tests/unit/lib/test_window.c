@@ -17,6 +17,7 @@
 #include "lib/container.h"
 #include "lib/kind.h"
 #include "lib/window.h"
+#include "tests/unit/lib/memio.h"
 
 #define T0 INT64_C(1767225600000) /* 2026-01-01, Unix ms */
 
@@ -461,57 +462,18 @@ static void test_backwards_clock(void **state)
 
 /* ---- codec ---- */
 
-struct out {
-    unsigned char *data;
-    size_t len, cap;
-};
-
-static int mem_write(void *ctx, const void *buf, size_t len)
+static struct mem_out encode(const struct window *w)
 {
-    struct out *o = ctx;
-    if (o->len + len > o->cap) {
-        size_t cap = (o->len + len) * 2;
-        unsigned char *d = realloc(o->data, cap);
-        if (!d)
-            return -1;
-        o->data = d;
-        o->cap = cap;
-    }
-    memcpy(o->data + o->len, buf, len);
-    o->len += len;
-    return 0;
-}
-
-struct in {
-    const unsigned char *data;
-    size_t len, pos, step;
-};
-
-static long mem_read(void *ctx, void *buf, size_t len)
-{
-    struct in *r = ctx;
-    size_t n = r->len - r->pos;
-    if (n > len)
-        n = len;
-    if (n > r->step)
-        n = r->step;
-    memcpy(buf, r->data + r->pos, n);
-    r->pos += n;
-    return (long)n;
-}
-
-static struct out encode(const struct window *w)
-{
-    struct out o = {0};
+    struct mem_out o = {0};
     assert_int_equal(window_encode(w, mem_write, &o), SBF_OK);
     assert_int_equal(o.len, window_encoded_size(w));
     return o;
 }
 
-static int decode(const struct out *o, size_t len, size_t step, uint64_t max_bytes,
+static int decode(const struct mem_out *o, size_t len, size_t step, uint64_t max_bytes,
                   struct window **w)
 {
-    struct in r = {.data = o->data, .len = len, .step = step};
+    struct mem_in r = {.data = o->data, .len = len, .step = step};
     *w = NULL;
     return window_decode(mem_read, &r, max_bytes, NULL, w);
 }
@@ -536,7 +498,7 @@ static void test_codec_round_trip(void **state)
 {
     (void)state;
     struct window *w = small_window();
-    struct out o = encode(w);
+    struct mem_out o = encode(w);
     const size_t steps[] = {1, 7, 4096, SIZE_MAX};
     for (size_t s = 0; s < 4; s++) {
         struct window *d;
@@ -554,7 +516,7 @@ static void test_codec_round_trip(void **state)
             assert_int_equal(ga[c].bytes, gb[c].bytes);
             assert_int_equal(ga[c].stages, gb[c].stages);
         }
-        struct out again = encode(d);
+        struct mem_out again = encode(d);
         assert_int_equal(again.len, o.len);
         assert_memory_equal(again.data, o.data, o.len);
         free(again.data);
@@ -576,7 +538,7 @@ static void test_codec_downtime(void **state)
     const uint64_t W = 60000;
     struct window *w = make(3000, 0.01, W, 4, T0);
     add_range(w, 9, 0, 1000);
-    struct out o = encode(w);
+    struct mem_out o = encode(w);
     window_free(w);
 
     struct window *d;
@@ -604,7 +566,7 @@ static void test_codec_every_corruption(void **state)
 {
     (void)state;
     struct window *w = small_window();
-    struct out o = encode(w);
+    struct mem_out o = encode(w);
     window_free(w);
     /* Every value of every byte of the header and table (80 + 3·24); elsewhere (the sbf
      * streams and checksum) the low bit, high bit and all bits. */
@@ -633,7 +595,7 @@ static void test_codec_truncation_and_limits(void **state)
 {
     (void)state;
     struct window *w = small_window();
-    struct out o = encode(w);
+    struct mem_out o = encode(w);
     struct window_info info;
     window_info(w, &info);
     window_free(w);
@@ -748,10 +710,10 @@ static void test_kind_table(void **state)
     assert_int_equal(field_u(&fl, "gen1_items"), 50);
 
     /* Through the snapshot container and back. */
-    struct out o = {0};
+    struct mem_out o = {0};
     assert_int_equal(container_encode(k, f, 42, mem_write, &o), SBF_OK);
     assert_int_equal(o.len, container_encoded_size(k, f));
-    struct in r = {.data = o.data, .len = o.len, .step = SIZE_MAX};
+    struct mem_in r = {.data = o.data, .len = o.len};
     const struct kind_ops *ko;
     void *g;
     struct container_header hdr;

@@ -17,6 +17,7 @@
 #include "proto/memcache.h"
 
 #define GUARD_AREA ((size_t)1 << 20)
+#include "tests/unit/proto/expect.h"
 #include "tests/unit/proto/guard_page.h"
 
 /* ---- parser cases ---- */
@@ -213,14 +214,6 @@ static size_t join_tokens(struct proto_slice s, char *out, size_t cap)
         n++;
     }
     return n;
-}
-
-static void expect_slice(struct proto_slice s, const char *want)
-{
-    size_t n = strlen(want);
-    assert_int_equal(s.len, n);
-    if (n > 0)
-        assert_memory_equal(s.ptr, want, n);
 }
 
 static void check_full(const struct mcase *c, size_t idx)
@@ -479,13 +472,6 @@ static void test_groups(void **state)
 }
 
 /* ---- formatter ---- */
-
-static void expect_buf(const struct proto_buf *b, const char *want)
-{
-    assert_false(b->failed);
-    if (b->len != strlen(want) || (b->len > 0 && memcmp(b->data, want, b->len) != 0))
-        fail_msg("reply '%.*s', want '%s'", (int)b->len, b->data ? b->data : "", want);
-}
 
 /* Parses line (which must succeed) into *m with default filter "d". */
 static void parse_ok(const char *line, struct mc_request *m)

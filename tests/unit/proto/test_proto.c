@@ -17,6 +17,7 @@
 #include "proto/proto.h"
 
 #define GUARD_AREA ((size_t)4 << 20)
+#include "tests/unit/proto/expect.h"
 #include "tests/unit/proto/guard_page.h"
 
 /* ---- parser cases ---- */
@@ -236,14 +237,6 @@ static void join_args(const struct proto_request *req, char *out, size_t cap, si
         n++;
     }
     *count = n;
-}
-
-static void expect_slice(struct proto_slice s, const char *want)
-{
-    size_t n = strlen(want);
-    assert_int_equal(s.len, n);
-    if (n > 0)
-        assert_memory_equal(s.ptr, want, n);
 }
 
 static void check_full(const struct pcase *c, size_t idx)
@@ -622,13 +615,6 @@ static void test_numbers(void **state)
 }
 
 /* ---- formatter ---- */
-
-static void expect_buf(const struct proto_buf *b, const char *want)
-{
-    assert_false(b->failed);
-    assert_int_equal(b->len, strlen(want));
-    assert_memory_equal(b->data, want, b->len);
-}
 
 static void test_format_lines(void **state)
 {
