@@ -54,7 +54,7 @@ PROTO_SRC := $(wildcard proto/*.c)
 # The live page is built into the binary: server/http/page/index.html -> a generated C array.
 PAGE_SRC := build/gen/http_page.c
 # server/ is in folders by layer (ARCHITECTURE.md); main and lifecycle sit on top.
-SERVER_DIRS := server server/core server/store server/persist server/exec server/net server/http
+SERVER_DIRS := server server/core server/store server/persist server/exec server/repl server/net server/http
 SERVER_SRC := $(filter-out server/main.c,$(foreach d,$(SERVER_DIRS),$(wildcard $(d)/*.c))) $(PAGE_SRC)
 ALL_SRC := $(LIB_SRC) $(PROTO_SRC) $(SERVER_SRC) server/main.c
 

@@ -245,6 +245,8 @@ static const char *const help_lines[] = {
     "HELP",
     "QUIT",
     "AUTH <token>",
+    "ROLE",
+    "REPLICAOF <host> <port> | REPLICAOF NO ONE",
 };
 
 void proto_format_result(struct proto_buf *b, const struct result *r)
@@ -315,6 +317,15 @@ void proto_format_result(struct proto_buf *b, const struct result *r)
         break;
     case RESULT_SERVER_ERROR:
         proto_reply_error(b, "SERVER_ERROR", r->text);
+        break;
+    case RESULT_READONLY:
+        append(b, "CLIENT_ERROR read-only replica of ", 34);
+        proto_reply_word(b, r->text != NULL ? r->text : "?");
+        break;
+    case RESULT_LINE:
+        proto_reply_word(b, r->text != NULL ? r->text : "");
+        break;
+    case RESULT_NONE:
         break;
     }
 }

@@ -536,6 +536,9 @@ static bool format_error(struct proto_buf *b, const struct result *r)
     case RESULT_SERVER_ERROR:
         proto_reply_error(b, "SERVER_ERROR", r->text);
         return true;
+    case RESULT_READONLY: /* a failure, never NOT_STORED: clients must not read "seen" */
+        proto_reply_error(b, "SERVER_ERROR", "read-only replica");
+        return true;
     case RESULT_NOT_FOUND:
         proto_reply_error(b, "CLIENT_ERROR", "no such filter");
         return true;

@@ -27,15 +27,27 @@ struct cmd_entry {
 
 /* Hot commands first: the lookup is a short linear scan. */
 static const struct cmd_entry cmd_table[] = {
-    CMD("CHECKADD", PROTO_CMD_CHECKADD), CMD("CHECK", PROTO_CMD_CHECK),
-    CMD("ADD", PROTO_CMD_ADD),           CMD("CREATE", PROTO_CMD_CREATE),
-    CMD("UNION", PROTO_CMD_UNION),       CMD("INTERSECT", PROTO_CMD_INTERSECT),
-    CMD("INFO", PROTO_CMD_INFO),         CMD("LIST", PROTO_CMD_LIST),
-    CMD("DROP", PROTO_CMD_DROP),         CMD("CLEAR", PROTO_CMD_CLEAR),
-    CMD("FLUSH", PROTO_CMD_FLUSH),       CMD("STATS", PROTO_CMD_STATS),
-    CMD("VERSION", PROTO_CMD_VERSION),   CMD("HELP", PROTO_CMD_HELP),
-    CMD("QUIT", PROTO_CMD_QUIT),         CMD("AUTH", PROTO_CMD_AUTH),
+    CMD("CHECKADD", PROTO_CMD_CHECKADD),
+    CMD("CHECK", PROTO_CMD_CHECK),
+    CMD("ADD", PROTO_CMD_ADD),
+    CMD("CREATE", PROTO_CMD_CREATE),
+    CMD("UNION", PROTO_CMD_UNION),
+    CMD("INTERSECT", PROTO_CMD_INTERSECT),
+    CMD("INFO", PROTO_CMD_INFO),
+    CMD("LIST", PROTO_CMD_LIST),
+    CMD("DROP", PROTO_CMD_DROP),
+    CMD("CLEAR", PROTO_CMD_CLEAR),
+    CMD("FLUSH", PROTO_CMD_FLUSH),
+    CMD("STATS", PROTO_CMD_STATS),
+    CMD("VERSION", PROTO_CMD_VERSION),
+    CMD("HELP", PROTO_CMD_HELP),
+    CMD("QUIT", PROTO_CMD_QUIT),
+    CMD("AUTH", PROTO_CMD_AUTH),
     CMD("DELETE", PROTO_CMD_DELETE),
+    CMD("ROLE", PROTO_CMD_ROLE),
+    CMD("REPLICAOF", PROTO_CMD_REPLICAOF),
+    CMD("PSYNC", PROTO_CMD_PSYNC),
+    CMD("REPLCONF", PROTO_CMD_REPLCONF),
 };
 
 #define CMD_COUNT (sizeof(cmd_table) / sizeof(cmd_table[0]))
@@ -454,6 +466,24 @@ static int parse_create(struct proto_slice rest, struct proto_request *req)
     return PROTO_OK;
 }
 
+/*
+ * REPLICAOF, PSYNC and REPLCONF: exactly two words of at most PROTO_MAX_NAME bytes each,
+ * in args (nargs 2); their meaning is the replication layer's to check.
+ */
+static int parse_two(struct proto_slice rest, struct proto_request *req)
+{
+    struct proto_slice a, b, extra;
+    req->args = rest;
+    if (!proto_next_arg(&rest, &a) || !proto_next_arg(&rest, &b))
+        return fail_plain(req, PROTO_ERR_ARGS, "wrong number of arguments");
+    if (proto_next_arg(&rest, &extra))
+        return fail(req, PROTO_ERR_ARGS, "wrong number of arguments", extra);
+    if (a.len > PROTO_MAX_NAME || b.len > PROTO_MAX_NAME)
+        return fail(req, PROTO_ERR_ARGS, "argument too long", a.len > PROTO_MAX_NAME ? a : b);
+    req->nargs = 2;
+    return PROTO_OK;
+}
+
 /* Parses one line without its terminator. */
 static int parse_line(const char *line, size_t n, struct proto_request *req)
 {
@@ -474,9 +504,14 @@ static int parse_line(const char *line, size_t n, struct proto_request *req)
         return PROTO_OK;
     }
 
+    if (req->cmd == PROTO_CMD_REPLICAOF || req->cmd == PROTO_CMD_PSYNC ||
+        req->cmd == PROTO_CMD_REPLCONF)
+        return parse_two(rest, req);
+
     struct proto_slice name = {NULL, 0}, extra;
     bool has_name = proto_next_arg(&rest, &name);
     switch (req->cmd) {
+    case PROTO_CMD_ROLE:
     case PROTO_CMD_STATS:
     case PROTO_CMD_VERSION:
     case PROTO_CMD_HELP:

@@ -35,6 +35,11 @@ enum proto_cmd {
     PROTO_CMD_QUIT,
     PROTO_CMD_AUTH,
     PROTO_CMD_DELETE, /* expandable filters only; last: STATS_NCMD counts up to it */
+    /* Replication, answered by the connection layer (never by the commands): */
+    PROTO_CMD_ROLE,      /* ROLE */
+    PROTO_CMD_REPLICAOF, /* REPLICAOF <host> <port> | REPLICAOF NO ONE: args, nargs 2 */
+    PROTO_CMD_PSYNC,     /* PSYNC <replid>|? <offset>: a replica asks for the stream */
+    PROTO_CMD_REPLCONF,  /* REPLCONF ACK <offset>: a replica's acknowledgement */
 };
 
 /* CREATE options; a bit in `set` says the option was given (else the server default). */

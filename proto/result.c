@@ -237,6 +237,12 @@ const char *result_status_name(enum result_status st)
         return "HELP";
     case RESULT_VERSION:
         return "VERSION";
+    case RESULT_READONLY:
+        return "READONLY";
+    case RESULT_LINE:
+        return "LINE";
+    case RESULT_NONE:
+        return "NONE";
     case RESULT_CLOSE:
         return "CLOSE";
     case RESULT_CLIENT_ERROR:

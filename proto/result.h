@@ -29,6 +29,9 @@ enum result_status {
     RESULT_CLOSE,        /* QUIT: nothing to send; close once the output is written */
     RESULT_CLIENT_ERROR, /* the request cannot be done; `text` says why */
     RESULT_SERVER_ERROR, /* the server failed (memory, disk); `text` says why */
+    RESULT_READONLY,     /* a change refused by a replica; `text` is its primary, host:port */
+    RESULT_LINE,         /* `text` is the whole reply line (ROLE, PSYNC) */
+    RESULT_NONE,         /* nothing to send (a replica's acknowledgement) */
 };
 
 enum result_field_type {

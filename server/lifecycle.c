@@ -28,6 +28,7 @@
 #include "server/notify.h"
 #include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
+#include "server/repl/repl.h"
 #include "server/store/registry.h"
 
 int server_init(struct server *srv, const struct config *cfg)
@@ -37,7 +38,9 @@ int server_init(struct server *srv, const struct config *cfg)
     srv->started_ns = clock_mono_ns();
     auth_key_init(&srv->auth, cfg->auth_token, strlen(cfg->auth_token));
     srv->protect = cfg->protected_mode && !srv->auth.set;
-    /* The copy of the token in cfg is not needed any more: only its digest is kept. */
+    /* The copy of the token in cfg is not needed any more: only its digest is kept, and
+     * a replica keeps the token itself to authenticate to its primary (the same token). */
+    memcpy(srv->repl_token, cfg->auth_token, sizeof srv->repl_token);
     explicit_bzero(srv->cfg.auth_token, sizeof srv->cfg.auth_token);
     budget_init(&srv->budget, cfg->max_memory);
     srv->reg = registry_new();
@@ -127,6 +130,7 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     close_listeners(srv->worker);
     conn_close_all(srv->worker); /* a TLS connection's last bytes wait on srv->tls: ... */
     tls_close_all(srv->tls);     /* ... dropped here, with the unfinished handshakes */
+    repl_stop(srv);              /* its feeds were connections; the link applies no more */
     /* Write the last snapshot while the loop still answers /readyz with 503. */
     if (drain(srv) != 0)
         event_base_loopexit(srv->worker->base, NULL);
@@ -216,6 +220,8 @@ static void load_done(struct job *j)
     if (lj->rc == 0)
         lj->rc = durable_attach(srv, w->base);
     if (lj->rc == 0)
+        lj->rc = repl_start(srv, w->base);
+    if (lj->rc == 0)
         w->lis[0] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.port);
     if (lj->rc == 0 && w->lis[0] != NULL && srv->cfg.memcache_port != 0) {
         w->lis[1] = listener_open(w, &conn_proto_memcache, srv->cfg.bind, srv->cfg.memcache_port);
@@ -304,6 +310,7 @@ void server_destroy(struct server *srv)
     }
     if (srv->worker != NULL)
         conn_close_all(srv->worker);
+    repl_stop(srv);     /* after its feeds, the connections */
     tls_free(srv->tls); /* after the connections (their last bytes), before the loop */
     srv->tls = NULL;
     if (srv->worker != NULL) {

@@ -113,6 +113,14 @@ static const struct opt_def opts[] = {
      "CA certificates, PEM: clients must present a certificate"},
     {"allow_readonly_data_dir", OPT_BOOL, F(allow_readonly_data_dir), 0, 1, false, "yes|no",
      "start and serve when data_dir is not writable (snapshots then fail, loudly)"},
+    {"replica_of", OPT_STR, F(replica_of), 0, 0, true, "HOST:PORT",
+     "start as a read-only replica of the primary's bloomd port; empty = a primary"},
+    {"min_replica_acks", OPT_UINT, F(min_replica_acks), 0, 16, false, "N",
+     "a change is answered once N replicas hold it; refused with fewer connected"},
+    {"replica_ack_timeout", OPT_UINT, F(replica_ack_timeout), 1, 600000, false, "MS",
+     "how long a reply waits for min_replica_acks before an error"},
+    {"replication_backlog", OPT_SIZE, F(replication_backlog), KIB *KIB, 64 * GIB, false, "BYTES",
+     "recent records kept for replicas that reconnect (partial resync)"},
 };
 
 /* Options that must not be flags: the command line is public (ps, /proc/<pid>/cmdline). */
@@ -132,6 +140,8 @@ void config_defaults(struct config *c)
     c->port = 8673;
     snprintf(c->data_dir, sizeof(c->data_dir), "./data");
     c->snapshot_interval = 60;
+    c->replica_ack_timeout = 1000;
+    c->replication_backlog = 64 * KIB * KIB;
     c->max_connections = 1024;
     c->max_line = MIB;
     c->max_memory = 0;

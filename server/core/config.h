@@ -64,6 +64,10 @@ struct config {
     char tls_key_file[CONFIG_PATH_MAX];    /* PEM private key */
     char tls_ca_file[CONFIG_PATH_MAX];     /* PEM CAs: client certificates required; "" = not */
     int allow_readonly_data_dir;           /* 1: start on a data dir we cannot write (warned) */
+    char replica_of[300];                  /* "host:port" of the primary; "" = a primary */
+    unsigned min_replica_acks;             /* replicas that must hold a change before its reply */
+    unsigned replica_ack_timeout;          /* ms a held reply waits for them, then an error */
+    uint64_t replication_backlog;          /* bytes of recent records kept for partial resyncs */
     char warnings[512];                    /* what config_load found suspect, for the log; "" */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
     size_t ntemplates;

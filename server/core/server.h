@@ -29,12 +29,36 @@ struct stats;
 struct durable;
 struct setop;
 struct mutate_watch;
+struct mutate_propagate;
+struct repl;
 
 /* Where the process is in its life: /readyz and systemd's READY=1 follow it. */
 enum server_phase {
     SERVER_STARTING = 0, /* loading snapshots; no client listener yet */
     SERVER_READY = 1,    /* loaded and listening */
     SERVER_STOPPING = 2, /* a stop signal arrived: writing the last snapshot */
+};
+
+/* A server's place in replication (server/repl/), and its figures: data only, so STATS,
+ * ROLE and the pages read them without knowing replication. Loop thread. */
+enum server_role {
+    SERVER_PRIMARY = 0,
+    SERVER_REPLICA = 1,
+};
+enum server_link {
+    SERVER_LINK_DOWN = 0, /* a replica not connected to its primary */
+    SERVER_LINK_SYNC = 1, /* receiving a full sync */
+    SERVER_LINK_UP = 2,   /* following the stream */
+};
+struct server_repl {
+    enum server_role role;
+    char primary[300];       /* a replica's primary, "host:port" */
+    uint64_t offset;         /* records written (primary) or applied (replica) so far */
+    unsigned connected;      /* replicas following this server's stream */
+    uint64_t full_syncs;     /* full syncs this server served */
+    uint64_t partial_syncs;  /* partial resyncs this server served */
+    enum server_link link;   /* a replica's link to its primary */
+    uint64_t primary_offset; /* a replica: the primary's offset last heard of */
 };
 
 struct server {
@@ -60,6 +84,12 @@ struct server {
     struct tls *tls;         /* the TLS listener's context; NULL when tls_port is 0 */
     struct setop *setops;    /* background UNION/INTERSECTs under way (setop.c) */
     const struct mutate_watch *watch; /* told of changes to filters being copied (mutate.h) */
+    const struct mutate_propagate *propagate; /* replication's view of every change; or NULL */
+    bool applying;                     /* a record from elsewhere is being applied: mutate journals
+                                          and propagates that record itself, not its parts */
+    struct server_repl repl;           /* role and figures (server/repl/ fills them) */
+    struct repl *replication;          /* the primary's feeds and the replica's link; or NULL */
+    char repl_token[CONFIG_TOKEN_MAX]; /* the token a replica sends its primary ("" = none) */
 };
 
 #endif

@@ -11,7 +11,8 @@
 struct filter *cmdlib_lookup(struct server *srv, struct proto_slice name)
 {
     struct filter *f = registry_get(srv->reg, name.ptr, name.len);
-    if (f != NULL && f->ops->advance != NULL)
+    /* A replica's windows rotate only through its primary's records. */
+    if (f != NULL && f->ops->advance != NULL && srv->repl.role == SERVER_PRIMARY)
         advance_filter(srv, f, clock_wall_ms());
     return f;
 }

@@ -601,7 +601,8 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
                      struct result *res, struct completion *later)
 {
     st->commands++;
-    st->cmd[req->cmd]++;
+    if (req->cmd < STATS_NCMD)
+        st->cmd[req->cmd]++;
     if (changes(req->cmd) && mutate_check(srv, res) != 0)
         return CMD_DONE;
     uint64_t pos = 0;
@@ -648,6 +649,13 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
     case PROTO_CMD_AUTH:
         /* Authentication is a connection's state: conn.c answers AUTH before it gets here. */
         result_set(res, RESULT_CLIENT_ERROR, "AUTH is not available on this listener");
+        break;
+    case PROTO_CMD_ROLE:
+    case PROTO_CMD_REPLICAOF:
+    case PROTO_CMD_PSYNC:
+    case PROTO_CMD_REPLCONF:
+        /* Replication is answered by the connection layer (server/repl/repl.h). */
+        result_set(res, RESULT_CLIENT_ERROR, "not available on this listener");
         break;
     }
     return CMD_DONE;

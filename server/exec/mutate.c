@@ -45,7 +45,14 @@
 
 int mutate_check(struct server *srv, struct result *res)
 {
+    if (srv->propagate != NULL && srv->propagate->check(srv, res) != 0)
+        return -1;
     return durable_check(srv, res);
+}
+
+void mutate_set_propagate(struct server *srv, const struct mutate_propagate *p)
+{
+    srv->propagate = p;
 }
 
 bool mutate_holds(const struct server *srv)
@@ -56,6 +63,8 @@ bool mutate_holds(const struct server *srv)
 bool mutate_reply(struct server *srv, uint64_t pos, const struct result *res,
                   struct completion *later)
 {
+    if (srv->propagate != NULL && srv->propagate->hold(srv, pos, res, later))
+        return true;
     return durable_hold(srv, pos, res, later);
 }
 
@@ -64,11 +73,33 @@ static struct journal_name jname(const struct filter *f)
     return (struct journal_name){f->name, f->name_len};
 }
 
-/* Journals rec; *pos becomes its position unless it was not written (0 keeps *pos). */
+/* True when records are wanted: by the journal, or by replication. */
+static bool recording(const struct server *srv)
+{
+    return durable_on(srv) || srv->propagate != NULL;
+}
+
+/*
+ * Journals and propagates rec with the next offset; *pos becomes it. A record the journal
+ * could not take (logged) is not propagated either: replicas hold what the disk holds.
+ * While a record from elsewhere is applied (srv->applying), its parts are not recorded:
+ * the stream records that record itself (apply_live).
+ */
 static void journal(struct server *srv, const struct journal_record *rec, uint64_t *pos)
 {
-    uint64_t p = durable_append(srv, rec);
-    if (p > 0 && pos != NULL)
+    if (srv->applying || !recording(srv))
+        return;
+    uint64_t p;
+    if (durable_on(srv)) {
+        if ((p = durable_append(srv, rec)) == 0)
+            return;
+    } else {
+        p = srv->repl.offset + 1;
+    }
+    srv->repl.offset = p;
+    if (srv->propagate != NULL)
+        srv->propagate->record(srv, rec, p);
+    if (pos != NULL)
         *pos = p;
 }
 
@@ -164,7 +195,7 @@ void mutate_rotate(struct server *srv, struct filter *f, int64_t now_ms, uint64_
         (void)f->ops->advance(f->obj, now_ms, NULL, NULL); /* no reader yet: freed at once */
     else
         advance_filter(srv, f, now_ms);
-    if (!durable_on(srv) || (now_ms - f->rotated_ms < MUTATE_ROTATE_MS && now_ms >= f->rotated_ms))
+    if (!recording(srv) || (now_ms - f->rotated_ms < MUTATE_ROTATE_MS && now_ms >= f->rotated_ms))
         return;
     struct journal_record rec = {.type = JOURNAL_ROTATE, .name = jname(f), .time_ms = now_ms};
     journal(srv, &rec, pos);
@@ -194,7 +225,7 @@ static size_t processed(const struct filter *f, const struct sbf_hash *h, size_t
 static void journal_keys(struct server *srv, struct filter *f, const struct sbf_hash *h, size_t n,
                          const bool *bits, uint64_t *pos)
 {
-    if (!durable_on(srv))
+    if (!recording(srv))
         return;
     struct sbf_hash *fresh = NULL;
     struct sbf_hash stack[256];
@@ -231,7 +262,7 @@ static const struct mutate_watch *watch_of(const struct server *srv)
 int mutate_add(struct server *srv, struct filter *f, const struct sbf_hash *h, size_t n, bool *bits,
                size_t *done, size_t *fresh, uint64_t *pos)
 {
-    if (f->ops->advance != NULL && durable_on(srv))
+    if (f->ops->advance != NULL && recording(srv))
         mutate_rotate(srv, f, clock_wall_ms(), pos); /* the ROTATE record goes first */
     int rc = f->ops->checkadd_batch(f->obj, h, n, bits);
     if (f->setop != NULL && watch_of(srv) != NULL)
@@ -445,7 +476,7 @@ int mutate_copy(const struct server *srv, const struct filter *src, void **out)
 static void journal_setop(struct server *srv, const struct mutate_sources *s,
                           struct proto_slice dst, uint64_t *pos)
 {
-    if (!durable_on(srv))
+    if (!recording(srv))
         return;
     struct journal_name src[MUTATE_MAX_SOURCES];
     for (size_t i = 0; i < s->n; i++)
@@ -521,7 +552,7 @@ int mutate_setop_swap(struct server *srv, const struct mutate_sources *s,
     journal_setop(srv, s, dst_name, pos);
     /* The adds made to dst during the job were journaled as they came, before this
      * record; replay of an INTERSECT would lose them, so they follow it again. */
-    for (size_t i = 0; s->intersect && i < nlog && durable_on(srv); i += JOURNAL_MAX_HASHES) {
+    for (size_t i = 0; s->intersect && i < nlog && recording(srv); i += JOURNAL_MAX_HASHES) {
         size_t m = nlog - i < JOURNAL_MAX_HASHES ? nlog - i : JOURNAL_MAX_HASHES;
         struct journal_record rec = {.type = JOURNAL_ADD,
                                      .name = {dst_name.ptr, dst_name.len},
@@ -536,17 +567,19 @@ int mutate_setop_swap(struct server *srv, const struct mutate_sources *s,
 
 struct mutate_stream {
     struct server *srv;
+    bool replay;
     struct mutate_stream_figures fig;
     struct replay_adds *adds; /* ADD records, gathered until a record of another type */
 };
 
-struct mutate_stream *mutate_stream_new(struct server *srv)
+struct mutate_stream *mutate_stream_new(struct server *srv, bool replay)
 {
     struct mutate_stream *st = calloc(1, sizeof *st);
     if (st == NULL)
         return NULL;
     st->srv = srv;
-    st->adds = replay_adds_new(); /* NULL: adds apply at once */
+    st->replay = replay;
+    st->adds = replay ? replay_adds_new() : NULL; /* NULL: adds apply at once */
     return st;
 }
 
@@ -579,7 +612,7 @@ static struct filter *target(struct mutate_stream *st, const struct journal_reco
         st->fig.unknown++; /* dropped later in the journal, or its CREATE was refused */
         return NULL;
     }
-    if (rec->pos <= atomic_load(&f->journal_pos)) {
+    if (st->replay && rec->pos <= atomic_load(&f->journal_pos)) {
         filter_unref(f);
         st->fig.skipped++;
         return NULL;
@@ -637,7 +670,7 @@ static int replay_setop(struct mutate_stream *st, const struct journal_record *r
 {
     struct server *srv = st->srv;
     struct filter *dst = registry_get(srv->reg, rec->name.ptr, rec->name.len);
-    if (dst != NULL && rec->pos <= atomic_load(&dst->journal_pos)) {
+    if (st->replay && dst != NULL && rec->pos <= atomic_load(&dst->journal_pos)) {
         filter_unref(dst);
         st->fig.skipped++;
         return 0;
@@ -685,7 +718,26 @@ static void drop_file(struct server *srv, struct journal_name n)
     }
 }
 
+static int apply(struct mutate_stream *st, const struct journal_record *rec);
+
 int mutate_apply_record(struct mutate_stream *st, const struct journal_record *rec)
+{
+    if (st->replay)
+        return apply(st, rec);
+    /* Live: the record's parts are not recorded; the record is, as it came. */
+    struct server *srv = st->srv;
+    srv->applying = true;
+    int rc = apply(st, rec);
+    srv->applying = false;
+    if (durable_on(srv))
+        (void)durable_append(srv, rec);
+    srv->repl.offset = rec->pos;
+    if (srv->propagate != NULL)
+        srv->propagate->record(srv, rec, rec->pos);
+    return rc;
+}
+
+static int apply(struct mutate_stream *st, const struct journal_record *rec)
 {
     struct server *srv = st->srv;
     uint64_t pos = 0;

@@ -6,8 +6,11 @@
  * replay at start-up (recover.c, through mutate_apply_record) and a replica call the same
  * functions with the same checks, so they cannot disagree.
  *
- * Journaling: a record is written when the journal is open (durable_on()); during replay
- * it is not open yet, so replay journals nothing. A position of 0 means no record.
+ * Journaling and propagation: every record gets the next replication offset (the journal
+ * position when the journal is open), is written to the journal when it is open, and is
+ * handed to replication (struct mutate_propagate). During start-up replay the journal is
+ * not open and nothing is propagated; a replica applying its primary's records journals
+ * and propagates each of those records as it came. A position of 0 means no record.
  *
  * Threads: the loop thread, or the loader (the long lane's first job) before the loop
  * serves any client. Callers hold a reference to every filter they pass.
@@ -46,6 +49,21 @@ bool mutate_holds(const struct server *srv);
  */
 bool mutate_reply(struct server *srv, uint64_t pos, const struct result *res,
                   struct completion *later);
+
+/*
+ * Replication's part in every change (server/repl/ sets it; mutate knows no sockets):
+ * check() before a change (a read-only replica, too few replicas: res set, -1), record()
+ * after each record with its offset, hold() for the reply of a change whose last record
+ * is at offset: true when it holds the reply until enough replicas have it (then it
+ * hands it on to the journal's hold, or to later).
+ */
+struct mutate_propagate {
+    int (*check)(struct server *srv, struct result *res);
+    void (*record)(struct server *srv, const struct journal_record *rec, uint64_t offset);
+    bool (*hold)(struct server *srv, uint64_t offset, const struct result *res,
+                 struct completion *later);
+};
+void mutate_set_propagate(struct server *srv, const struct mutate_propagate *p);
 
 /* ---- the changes ---- */
 
@@ -161,13 +179,18 @@ void mutate_set_watch(struct server *srv, const struct mutate_watch *w);
 /* Applying journal records: one per start-up replay (or replica link). */
 struct mutate_stream;
 
-/* A stream applying records into srv; NULL without memory. */
-struct mutate_stream *mutate_stream_new(struct server *srv);
+/*
+ * A stream applying records into srv; NULL without memory. replay: start-up replay (a
+ * record about a filter whose snapshot covers its position is skipped, adds are batched
+ * and sharded); otherwise a live stream from a primary: every record applies at once and
+ * is journaled and propagated as it came, its position being the primary's offset.
+ */
+struct mutate_stream *mutate_stream_new(struct server *srv, bool replay);
 
 /*
- * Applies rec as the live command did, through the functions above: a record about a
- * filter whose snapshot covers its position is skipped (idempotent either way), and a
- * record the state refuses (a CREATE of a kind this build lacks, a set operation whose
+ * Applies rec as the live command did, through the functions above: in replay a record
+ * about a filter whose snapshot covers its position is skipped (idempotent either way),
+ * and a record the state refuses (a CREATE of a kind this build lacks, a set operation whose
  * sources do not fit) is logged and skipped. ADD records are gathered and applied in
  * large sharded batches before the next record of another type. Returns 0, or -1 when
  * the table cannot grow (replay must stop).

@@ -89,8 +89,10 @@ static void on_report(void *ctx, enum snapfile_event ev, const char *file, const
 
 void recover_settle(struct server *srv)
 {
-    /* Nobody reads yet: what expired while the daemon was down is freed at once. */
-    advance_all(srv, clock_wall_ms(), false);
+    /* Nobody reads yet: what expired while the daemon was down is freed at once. A
+     * replica's windows rotate only through its primary's records. */
+    if (srv->cfg.replica_of[0] == '\0')
+        advance_all(srv, clock_wall_ms(), false);
 }
 
 int recover_load(struct server *srv)
@@ -165,7 +167,7 @@ int recover_journal(struct server *srv)
 {
     if (srv->cfg.durability == DURABILITY_SNAPSHOT)
         return RECOVER_OK;
-    struct mutate_stream *st = mutate_stream_new(srv);
+    struct mutate_stream *st = mutate_stream_new(srv, true);
     if (st == NULL) {
         log_msg(LOG_ERROR, "journal: out of memory");
         return RECOVER_EIO;
@@ -193,6 +195,8 @@ int recover_journal(struct server *srv)
                 (unsigned long long)fig.keys, (unsigned long long)fig.sharded, fig.threads,
                 (unsigned long long)rep.zero_bytes);
     uint64_t min = max_snapshot_pos(srv);
-    return durable_start(srv, rep.last_pos > min ? rep.last_pos : min) == 0 ? RECOVER_OK
-                                                                            : RECOVER_EIO;
+    if (durable_start(srv, rep.last_pos > min ? rep.last_pos : min) != 0)
+        return RECOVER_EIO;
+    srv->repl.offset = durable_last_pos(srv); /* the stream goes on from the journal's end */
+    return RECOVER_OK;
 }

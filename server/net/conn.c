@@ -69,16 +69,18 @@
 #include "server/net/fair.h"
 #include "server/net/netaddr.h"
 #include "server/net/worker.h"
+#include "server/repl/repl.h"
 
-#define CONN_MIN_IN 1024               /* input buffers up to this size are kept while idle */
-#define CONN_KEEP_OUT 4096             /* larger reply buffers are freed once drained */
-#define CONN_CLOSE_SECONDS 5           /* wait for a closing client to read its last reply */
-#define CONN_MAX_PARKED 1024           /* parked requests per connection before parsing waits */
-#define CONN_AUTH_DELAY_MS 250         /* a failed AUTH is answered this late */
-#define CONN_AUTH_MAX_FAILURES 5       /* failed AUTHs before the connection is closed */
-#define CONN_QUANTUM_BYTES (64 * 1024) /* input parsed per turn before yielding */
-#define CONN_QUANTUM_KEYS 4096         /* keys executed per turn before yielding */
-#define CONN_SHED_MIN (64 * 1024)      /* a connection holding less is never shed */
+#define CONN_MIN_IN 1024                  /* input buffers up to this size are kept while idle */
+#define CONN_KEEP_OUT 4096                /* larger reply buffers are freed once drained */
+#define CONN_CLOSE_SECONDS 5              /* wait for a closing client to read its last reply */
+#define CONN_MAX_PARKED 1024              /* parked requests per connection before parsing waits */
+#define CONN_AUTH_DELAY_MS 250            /* a failed AUTH is answered this late */
+#define CONN_AUTH_MAX_FAILURES 5          /* failed AUTHs before the connection is closed */
+#define CONN_FEED_LOW ((size_t)256 << 10) /* a replica's stream is refilled below this */
+#define CONN_QUANTUM_BYTES (64 * 1024)    /* input parsed per turn before yielding */
+#define CONN_QUANTUM_KEYS 4096            /* keys executed per turn before yielding */
+#define CONN_SHED_MIN (64 * 1024)         /* a connection holding less is never shed */
 #define CONN_SHED_REPLY "SERVER_ERROR out of memory: client buffers over max_memory, closing\r\n"
 
 /* Where a connection is with authentication; one state, not a set of flags. */
@@ -132,6 +134,8 @@ struct conn {
     bool heavy;                /* its last turn used a whole quantum, or it holds a long line */
     bool read_wait;            /* heavy and readable: the backlog's turn reads */
     size_t charged;            /* bytes counted for it in the server's budget */
+    struct repl_feed *feed;    /* a replica's stream after its PSYNC (server/repl/); or NULL */
+    bool cut;                  /* replication cut it off: closes at the next pump */
 };
 
 /* The interest bit of a direction in c->watching. */
@@ -263,6 +267,8 @@ static void release_parked(struct conn *c)
 static void conn_free(struct conn *c)
 {
     struct worker *w = c->w;
+    if (c->feed != NULL)
+        repl_feed_closed(c->feed);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -322,6 +328,10 @@ static void on_pump(evutil_socket_t fd, short what, void *arg)
     if (c->state == CONN_OWED) {
         if (c->parked == NULL)
             conn_free(c); /* the peer left while we were waiting */
+        return;
+    }
+    if (c->cut) {
+        conn_close(c);
         return;
     }
     pump(c);
@@ -450,6 +460,8 @@ struct result *conn_result(struct conn *c)
 /* Room for more replies: accepting, and neither the output nor the parked queue full. */
 static bool has_room(const struct conn *c)
 {
+    if (c->feed != NULL) /* a replica's stream: its acknowledgements are always read */
+        return accepting(c);
     return accepting(c) && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
            unsent(c) <= c->w->srv->cfg.max_output;
 }
@@ -592,6 +604,80 @@ void conn_reply_end(struct conn *c, struct proto_buf *b, size_t mark)
     account_held(c, mark, b);
 }
 
+/* ---- a replica's stream (server/repl/repl.h) ---- */
+
+/* Makes sure c is pumped at the end of this pass (its output grew from outside a turn). */
+static void pump_later(struct conn *c)
+{
+    if (c->ev_pump == NULL)
+        c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
+    if (c->ev_pump != NULL)
+        event_active(c->ev_pump, 0, 0);
+}
+
+static bool sink_write(void *conn, const void *p, size_t n)
+{
+    struct conn *c = conn;
+    if (c->cut || c->state != CONN_OPEN)
+        return false;
+    proto_buf_append(&c->out, (const char *)p, n);
+    if (c->out.failed)
+        return false;
+    pump_later(c);
+    return true;
+}
+
+static size_t sink_unsent(const void *conn)
+{
+    return unsent(conn);
+}
+
+static void sink_close(void *conn, const char *why)
+{
+    struct conn *c = conn;
+    log_msg(LOG_WARN, "replica %s cut off: %s", c->peer, why);
+    c->cut = true;
+    pump_later(c);
+}
+
+/* ROLE, REPLICAOF, PSYNC and REPLCONF: the replication layer's, answered here. */
+static const struct result *repl_execute(struct conn *c, const struct proto_request *req)
+{
+    struct server *srv = c->w->srv;
+    switch (req->cmd) {
+    case PROTO_CMD_ROLE:
+        repl_role(srv, &c->res);
+        break;
+    case PROTO_CMD_REPLICAOF:
+        repl_replicaof(srv, req, &c->res);
+        break;
+    case PROTO_CMD_PSYNC: {
+        if (c->feed != NULL) {
+            result_set(&c->res, RESULT_CLIENT_ERROR, "PSYNC again on a replica's stream");
+            break;
+        }
+        struct repl_sink sink = {
+            .conn = c, .write = sink_write, .unsent = sink_unsent, .close = sink_close};
+        c->feed = repl_psync(srv, &sink, req, &c->res);
+        if (c->feed != NULL)
+            log_msg(LOG_INFO, "replica %s connected", c->peer);
+        break;
+    }
+    case PROTO_CMD_REPLCONF:
+        if (c->feed != NULL)
+            repl_feed_ack(c->feed, req);
+        else
+            result_set(&c->res, RESULT_CLIENT_ERROR, "REPLCONF without PSYNC");
+        if (c->feed != NULL)
+            result_set(&c->res, RESULT_NONE, NULL);
+        break;
+    default:
+        result_set(&c->res, RESULT_CLIENT_ERROR, "not a replication command");
+        break;
+    }
+    return &c->res;
+}
+
 const struct result *conn_execute(struct conn *c, const struct proto_request *req, const void *ctx,
                                   size_t ctx_len)
 {
@@ -605,6 +691,8 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
         memcpy(p->ctx, ctx, ctx_len < CONN_CTX_MAX ? ctx_len : CONN_CTX_MAX);
     if (req->cmd == PROTO_CMD_AUTH)
         return auth_execute(c, req);
+    if (req->cmd >= PROTO_CMD_ROLE)
+        return repl_execute(c, req);
     /* done() is never called before commands_execute returns, so parking after is safe. */
     if (commands_execute(c->w->srv, &c->w->stats, req, &c->res, &p->cpl) != CMD_PENDING) {
         if (c->res.status == RESULT_CLOSE)
@@ -782,6 +870,8 @@ static void pump(struct conn *c)
             conn_close(c);
             return;
         }
+        if (c->feed != NULL && unsent(c) < CONN_FEED_LOW)
+            repl_feed_drained(c->feed); /* more of its stream, if any: appends to out */
         /*
          * Go round again while requests may still be waiting in the buffer: after
          * progress, or when the write just made room for parsing that was blocked.

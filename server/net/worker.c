@@ -22,7 +22,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct worker *w = arg;
-    if (w->srv->phase == SERVER_READY) /* else the loader still fills the table */
+    /* Not while the loader fills the table; never on a replica: its windows rotate only
+     * through its primary's records, so both hold the same generations. */
+    if (w->srv->phase == SERVER_READY && w->srv->repl.role == SERVER_PRIMARY)
         advance_all(w->srv, clock_wall_ms(), true);
 }
 

@@ -274,7 +274,8 @@ static void test_replay_equals_live(void **state)
     server_destroy(&fx->srv);
 }
 
-/* Without a journal every change still applies; positions stay 0. */
+/* Without a journal nor replication every change still applies, and no record is made:
+ * positions stay 0. (With replication they are its offsets: tests/integration.) */
 static void test_no_journal_positions_are_zero(void **state)
 {
     struct fixture *fx = *state;
@@ -289,6 +290,7 @@ static void test_no_journal_positions_are_zero(void **state)
     struct sbf_hash h = key("k", 1);
     bool bit;
     size_t done, fresh;
+    assert_int_equal(pos, 0);
     assert_int_equal(mutate_add(&fx->srv, f, &h, 1, &bit, &done, &fresh, &pos), SBF_OK);
     assert_int_equal(fresh, 1);
     assert_false(bit);
@@ -296,6 +298,7 @@ static void test_no_journal_positions_are_zero(void **state)
     assert_true(bit);
     filter_unref(f);
     assert_int_equal(pos, 0);
+    assert_int_equal(fx->srv.repl.offset, 0);
     server_destroy(&fx->srv);
 }
 

@@ -1,0 +1,48 @@
+/*
+ * backlog.h - the replication backlog: the most recent records of the stream, as the
+ * framed, checksummed bytes replicas receive (lib/journal_record.h), so that a replica
+ * that reconnects with an offset still held resumes from there (a partial resync).
+ * Records are dense: the one at offset o follows the one at o - 1. Held in chunks of
+ * about BACKLOG_CHUNK bytes, the oldest dropped past the capacity. Loop thread only.
+ */
+#ifndef BLOOMD_SERVER_REPL_BACKLOG_H
+#define BLOOMD_SERVER_REPL_BACKLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/journal_record.h"
+
+struct backlog;
+
+/* An empty backlog of about cap bytes; NULL without memory. */
+struct backlog *backlog_new(size_t cap);
+void backlog_free(struct backlog *b);
+
+/*
+ * Appends rec as the record at offset. An offset that does not follow the last one
+ * (after a full resync of this server, a promotion) empties the backlog first. Returns 0,
+ * or -1 without memory (the backlog is emptied: replicas resync in full).
+ */
+int backlog_append(struct backlog *b, const struct journal_record *rec, uint64_t offset);
+
+/* True if the record after offset (offset + 1) is held, or offset is the last one. */
+bool backlog_has(const struct backlog *b, uint64_t offset);
+
+/*
+ * The bytes of the records after offset, from the first one on, at most max bytes but
+ * at least one whole record: *p and *n (0 when offset is the last). The view is valid
+ * until the next append. *last: the offset of the last record in the view.
+ * backlog_has(offset) must be true.
+ */
+void backlog_read(const struct backlog *b, uint64_t offset, size_t max, const void **p, size_t *n,
+                  uint64_t *last);
+
+/* Offset of the last record appended (0: none since it was emptied). */
+uint64_t backlog_last(const struct backlog *b);
+
+/* Bytes held. */
+size_t backlog_bytes(const struct backlog *b);
+
+#endif

@@ -1,0 +1,675 @@
+/*
+ * repl.c - the primary's side of replication and the role. Every record exec/mutate.c
+ * makes enters the backlog and goes to each replica that is up to date, straight into its
+ * connection's output; a replica behind (its output full, or catching up after a sync)
+ * is fed from the backlog as its output drains, and cut off once the backlog no longer
+ * holds what it needs: a slow replica costs the primary its output bound, never more.
+ *
+ * A full sync sends every filter's snapshot encoding, made one filter at a time on the
+ * long lane (beside the writer, as snapshots are), counted in the memory budget while
+ * held, then the records after the sync's offset from the backlog.
+ *
+ * With min_replica_acks N, a change's reply is held (in order) until N replicas
+ * acknowledged its record, then handed to the journal's hold; after replica_ack_timeout
+ * it fails with SERVER_ERROR instead.
+ */
+#include "server/repl/repl.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "lib/container.h"
+#include "proto/number.h"
+#include "server/core/budget.h"
+#include "server/core/clock.h"
+#include "server/core/jobs.h"
+#include "server/core/log.h"
+#include "server/core/park.h"
+#include "server/core/server.h"
+#include "server/exec/mutate.h"
+#include "server/persist/durable.h"
+#include "server/repl/backlog.h"
+#include "server/repl/repl_internal.h"
+#include "server/store/registry.h"
+
+/* A feed writes while its connection holds less than this unsent. */
+#define FEED_WINDOW ((size_t)1 << 20)
+/* Unsent bytes past which a replica is not written to directly (it catches up later). */
+#define FEED_MAX_UNSENT ((size_t)16 << 20)
+
+enum feed_state {
+    FEED_SYNCING,   /* sending filters */
+    FEED_STREAMING, /* sending records */
+};
+
+struct repl_feed {
+    struct repl_feed *next, *prev;
+    struct repl *r;
+    struct server *srv;
+    struct repl_sink sink;
+    enum feed_state state;
+    uint64_t sent;  /* offset of the last record sent */
+    uint64_t acked; /* offset it acknowledged */
+    bool cut;       /* cut off: waiting for its connection to close */
+    /* full sync */
+    struct filter **filters; /* references, the ones not sent yet from next on */
+    size_t nfilters, next_filter;
+    unsigned char *buf; /* the filter being sent, encoded; counted in the budget */
+    size_t len, off, cap;
+    bool encoding; /* a job is encoding filters[next] */
+    bool orphaned; /* the connection closed while the job ran: done() frees */
+};
+
+struct repl_held {
+    struct repl_held *next;
+    uint64_t offset;
+    uint64_t deadline_ms;
+    struct completion *later;
+    struct result res;
+};
+
+void repl_new_id(char *id)
+{
+    unsigned char raw[REPL_ID_LEN / 2];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        uint64_t t = clock_mono_ns() ^ (uint64_t)clock_wall_ms() << 20;
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)(i * 151);
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(id + 2 * i, 3, "%02x", raw[i]);
+}
+
+/* ---- feeds ---- */
+
+static unsigned streaming(const struct repl *r)
+{
+    unsigned n = 0;
+    for (const struct repl_feed *f = r->feeds; f != NULL; f = f->next)
+        n += f->state == FEED_STREAMING && !f->cut;
+    return n;
+}
+
+static void count_connected(struct repl *r)
+{
+    r->srv->repl.connected = streaming(r);
+}
+
+static void drop_buf(struct repl_feed *f)
+{
+    if (f->buf != NULL)
+        budget_release(&f->srv->budget, BUDGET_OVERHEAD, f->cap);
+    free(f->buf);
+    f->buf = NULL;
+    f->len = f->off = f->cap = 0;
+}
+
+static void release_filters(struct repl_feed *f)
+{
+    for (size_t i = f->next_filter; i < f->nfilters; i++)
+        filter_unref(f->filters[i]);
+    free(f->filters);
+    f->filters = NULL;
+    f->nfilters = f->next_filter = 0;
+}
+
+static void cut(struct repl_feed *f, const char *why)
+{
+    if (f->cut)
+        return;
+    f->cut = true;
+    count_connected(f->r);
+    f->sink.close(f->sink.conn, why);
+}
+
+void repl_close_feeds(struct repl *r, const char *why)
+{
+    for (struct repl_feed *f = r->feeds; f != NULL; f = f->next)
+        cut(f, why);
+}
+
+/* Sends records from the backlog while the connection has room. */
+static void catch_up(struct repl_feed *f)
+{
+    struct repl *r = f->r;
+    while (!f->cut && f->sent < r->srv->repl.offset && f->sink.unsent(f->sink.conn) < FEED_WINDOW) {
+        if (!backlog_has(r->backlog, f->sent)) {
+            cut(f, "it fell behind the replication backlog (it will resync in full)");
+            return;
+        }
+        const void *p;
+        size_t n;
+        uint64_t last;
+        backlog_read(r->backlog, f->sent, FEED_WINDOW, &p, &n, &last);
+        if (n == 0 || !f->sink.write(f->sink.conn, p, n))
+            return;
+        f->sent = last;
+    }
+}
+
+/* ---- full sync: one filter at a time, encoded on the long lane ---- */
+
+struct encode_job {
+    struct job job;
+    struct server *srv;
+    struct repl_feed *f;
+    struct filter *flt;
+    unsigned char *buf;
+    size_t len, cap;
+    int rc;
+};
+
+static int grow_write(void *ctx, const void *p, size_t n)
+{
+    struct encode_job *j = ctx;
+    if (j->len + n > j->cap)
+        return -1; /* sized up front: the filter grew meanwhile (it is written again) */
+    memcpy(j->buf + j->len, p, n);
+    j->len += n;
+    return 0;
+}
+
+static void encode_run(struct job *job)
+{
+    struct encode_job *j = (struct encode_job *)job;
+    j->rc = container_encode(j->flt->ops, j->flt->obj, 0, grow_write, j);
+}
+
+static void feed_free(struct repl_feed *f);
+static void sync_next(struct repl_feed *f);
+static void count_connected(struct repl *r);
+
+static void encode_done(struct job *job)
+{
+    struct encode_job *j = (struct encode_job *)job;
+    struct repl_feed *f = j->f;
+    f->encoding = false;
+    if (f->orphaned) {
+        j->f = NULL;
+        feed_free(f);
+        return;
+    }
+    if (j->rc != 0) {
+        /* It grew while encoded: encode it again, larger. */
+        budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->cap);
+        free(j->buf);
+        j->buf = NULL;
+        sync_next(f);
+        return;
+    }
+    char head[64 + PROTO_MAX_NAME];
+    int hn = snprintf(head, sizeof head, "FILTER %s %zu\r\n", j->flt->name, j->len);
+    f->buf = j->buf;
+    f->len = j->len;
+    f->cap = j->cap;
+    f->off = 0;
+    j->buf = NULL;
+    filter_unref(f->filters[f->next_filter]);
+    f->filters[f->next_filter++] = NULL;
+    if (!f->sink.write(f->sink.conn, head, (size_t)hn))
+        return;
+    repl_feed_drained(f);
+}
+
+static void encode_free(struct job *job)
+{
+    struct encode_job *j = (struct encode_job *)job;
+    if (j->buf != NULL) {
+        budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->cap);
+        free(j->buf);
+    }
+    if (j->f != NULL && j->f->orphaned && j->f->encoding)
+        feed_free(j->f); /* done() was skipped (shutdown): nobody else frees it */
+    filter_unref(j->flt);
+    free(j);
+}
+
+/* Starts encoding the next filter, or ends the sync. */
+static void sync_next(struct repl_feed *f)
+{
+    struct server *srv = f->srv;
+    if (f->next_filter == f->nfilters) {
+        release_filters(f);
+        f->state = FEED_STREAMING;
+        count_connected(f->r);
+        log_msg(LOG_INFO, "replication: full sync sent, streaming from offset %llu",
+                (unsigned long long)f->sent);
+        catch_up(f);
+        return;
+    }
+    struct filter *flt = f->filters[f->next_filter];
+    uint64_t size = container_encoded_size(flt->ops, flt->obj);
+    size_t cap = (size_t)size + (size_t)(size / 64) + 4096; /* room to grow meanwhile */
+    struct encode_job *j = calloc(1, sizeof *j);
+    if (j == NULL || !budget_fits(&srv->budget, cap) || (j->buf = malloc(cap)) == NULL) {
+        free(j);
+        cut(f, "no memory within max_memory for a full sync");
+        return;
+    }
+    budget_charge(&srv->budget, BUDGET_OVERHEAD, cap);
+    j->cap = cap;
+    j->srv = srv;
+    j->f = f;
+    j->flt = flt;
+    filter_ref(flt);
+    j->job = (struct job){.run = encode_run, .done = encode_done, .free = encode_free};
+    f->encoding = true;
+    jobs_post(srv->lanes[JOBS_LONG], &j->job);
+}
+
+void repl_feed_drained(struct repl_feed *f)
+{
+    if (f->cut)
+        return;
+    if (f->state == FEED_STREAMING) {
+        catch_up(f);
+        return;
+    }
+    if (f->encoding)
+        return;
+    while (f->buf != NULL && f->sink.unsent(f->sink.conn) < FEED_WINDOW) {
+        size_t n = f->len - f->off < FEED_WINDOW ? f->len - f->off : FEED_WINDOW;
+        if (!f->sink.write(f->sink.conn, f->buf + f->off, n))
+            return;
+        f->off += n;
+        if (f->off == f->len)
+            drop_buf(f);
+    }
+    if (f->buf == NULL)
+        sync_next(f);
+}
+
+static void feed_free(struct repl_feed *f)
+{
+    drop_buf(f);
+    release_filters(f);
+    free(f);
+}
+
+void repl_feed_closed(struct repl_feed *f)
+{
+    struct repl *r = f->r;
+    if (f->prev != NULL)
+        f->prev->next = f->next;
+    else if (r->feeds == f)
+        r->feeds = f->next;
+    if (f->next != NULL)
+        f->next->prev = f->prev;
+    f->cut = true;
+    count_connected(r);
+    if (f->encoding)
+        f->orphaned = true; /* the job's done() frees it */
+    else
+        feed_free(f);
+}
+
+/* ---- PSYNC ---- */
+
+static bool parse_u64(struct proto_slice s, uint64_t *out)
+{
+    return proto_parse_u64(s.ptr, s.len, out) == 0;
+}
+
+struct repl_feed *repl_psync(struct server *srv, const struct repl_sink *sink,
+                             const struct proto_request *req, struct result *res)
+{
+    struct repl *r = srv->replication;
+    struct proto_slice rest = req->args, id, off;
+    uint64_t offset;
+    if (r == NULL) {
+        result_set(res, RESULT_CLIENT_ERROR, "replication is not running");
+        return NULL;
+    }
+    if (!proto_next_arg(&rest, &id) || !proto_next_arg(&rest, &off) || !parse_u64(off, &offset)) {
+        result_set(res, RESULT_CLIENT_ERROR, "PSYNC <replication-id>|? <offset>");
+        return NULL;
+    }
+    if (srv->repl.role == SERVER_REPLICA && srv->repl.link != SERVER_LINK_UP) {
+        result_set(res, RESULT_SERVER_ERROR, "this replica is not in sync with its primary");
+        return NULL;
+    }
+    struct repl_feed *f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        return NULL;
+    }
+    f->r = r;
+    f->srv = srv;
+    f->sink = *sink;
+    uint64_t now = srv->repl.offset;
+    bool ours = id.len == REPL_ID_LEN && memcmp(id.ptr, r->id, REPL_ID_LEN) == 0;
+    bool history = id.len == REPL_ID_LEN && r->prev_id[0] != '\0' &&
+                   memcmp(id.ptr, r->prev_id, REPL_ID_LEN) == 0 && offset <= r->prev_offset;
+    char line[160];
+    if ((ours || history) && offset <= now && (offset == now || backlog_has(r->backlog, offset))) {
+        f->state = FEED_STREAMING;
+        f->sent = offset;
+        srv->repl.partial_syncs++;
+        snprintf(line, sizeof line, "CONTINUE %s %llu", r->id, (unsigned long long)offset);
+        log_msg(LOG_INFO, "replication: partial resync from offset %llu (%llu records behind)",
+                (unsigned long long)offset, (unsigned long long)(now - offset));
+    } else {
+        if (registry_collect(srv->reg, NULL, 0, &f->filters, &f->nfilters) != REGISTRY_OK) {
+            free(f);
+            result_set(res, RESULT_SERVER_ERROR, "out of memory");
+            return NULL;
+        }
+        f->state = FEED_SYNCING;
+        f->sent = now;
+        srv->repl.full_syncs++;
+        snprintf(line, sizeof line, "FULLSYNC %s %llu %zu", r->id, (unsigned long long)now,
+                 f->nfilters);
+        log_msg(LOG_INFO, "replication: full sync of %zu filters at offset %llu", f->nfilters,
+                (unsigned long long)now);
+    }
+    result_set_copy(res, RESULT_LINE, line, strlen(line));
+    f->next = r->feeds;
+    if (r->feeds != NULL)
+        r->feeds->prev = f;
+    r->feeds = f;
+    count_connected(r);
+    return f;
+}
+
+/* ---- acknowledgements and held replies ---- */
+
+/* How many replicas acknowledged offset. */
+static unsigned acks_for(const struct repl *r, uint64_t offset)
+{
+    unsigned n = 0;
+    for (const struct repl_feed *f = r->feeds; f != NULL; f = f->next)
+        n += !f->cut && f->acked >= offset;
+    return n;
+}
+
+/* Hands a held reply on: to the journal's hold, or to its client. */
+static void hand_on(struct repl *r, struct repl_held *h, const char *error)
+{
+    if (error != NULL)
+        completion_finish(h->later, RESULT_SERVER_ERROR, error);
+    else if (!durable_hold(r->srv, h->offset, &h->res, h->later))
+        h->later->done(h->later, &h->res);
+    result_free(&h->res);
+    free(h);
+}
+
+static void arm_timer(struct repl *r)
+{
+    if (r->held == NULL) {
+        evtimer_del(r->hold_timer);
+        return;
+    }
+    uint64_t now = clock_mono_ms();
+    uint64_t wait = r->held->deadline_ms > now ? r->held->deadline_ms - now : 0;
+    struct timeval tv = {.tv_sec = (time_t)(wait / 1000),
+                         .tv_usec = (suseconds_t)(wait % 1000) * 1000};
+    evtimer_add(r->hold_timer, &tv);
+}
+
+/* Releases the held replies whose records enough replicas have, and the expired ones. */
+static void release_held(struct repl *r)
+{
+    unsigned need = r->srv->cfg.min_replica_acks;
+    uint64_t now = clock_mono_ms();
+    while (r->held != NULL) {
+        struct repl_held *h = r->held;
+        const char *error = NULL;
+        if (acks_for(r, h->offset) < need) {
+            if (h->deadline_ms > now)
+                break;
+            error = "not enough replicas acknowledged the change in time: it is applied here, "
+                    "and may or may not be on a replica";
+        }
+        r->held = h->next;
+        if (r->held == NULL)
+            r->held_tail = NULL;
+        hand_on(r, h, error);
+    }
+    arm_timer(r);
+}
+
+static void on_hold_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    release_held(arg);
+}
+
+void repl_feed_ack(struct repl_feed *f, const struct proto_request *req)
+{
+    struct proto_slice rest = req->args, word, off;
+    uint64_t offset;
+    if (!proto_next_arg(&rest, &word) || !proto_next_arg(&rest, &off) || !parse_u64(off, &offset))
+        return;
+    if (offset > f->acked)
+        f->acked = offset;
+    if (f->r->held != NULL)
+        release_held(f->r);
+}
+
+static bool prop_hold(struct server *srv, uint64_t offset, const struct result *res,
+                      struct completion *later)
+{
+    struct repl *r = srv->replication;
+    if (srv->cfg.min_replica_acks == 0 || later == NULL || offset == 0 || r == NULL ||
+        acks_for(r, offset) >= srv->cfg.min_replica_acks)
+        return false;
+    struct repl_held *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return false;
+    h->offset = offset;
+    h->later = later;
+    h->deadline_ms = clock_mono_ms() + srv->cfg.replica_ack_timeout;
+    result_init(&h->res);
+    h->res.status = res->status;
+    h->res.count = res->count;
+    if (res->status == RESULT_BITS) {
+        bool *b = result_add_bits(&h->res, res->nbits);
+        if (b != NULL && res->nbits > 0)
+            memcpy(b, res->bits, res->nbits * sizeof *b);
+    }
+    if (r->held_tail != NULL)
+        r->held_tail->next = h;
+    else
+        r->held = h;
+    r->held_tail = h;
+    if (r->held == h)
+        arm_timer(r);
+    return true;
+}
+
+/* ---- mutate's propagation ---- */
+
+static int prop_check(struct server *srv, struct result *res)
+{
+    if (srv->repl.role == SERVER_REPLICA) {
+        result_set_copy(res, RESULT_READONLY, srv->repl.primary, strlen(srv->repl.primary));
+        return -1;
+    }
+    unsigned need = srv->cfg.min_replica_acks;
+    if (need > 0 && srv->repl.connected < need) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "not enough replicas (have %u, need %u)", srv->repl.connected,
+                 need);
+        result_set_copy(res, RESULT_SERVER_ERROR, msg, strlen(msg));
+        return -1;
+    }
+    return 0;
+}
+
+static void prop_record(struct server *srv, const struct journal_record *rec, uint64_t offset)
+{
+    struct repl *r = srv->replication;
+    if (backlog_append(r->backlog, rec, offset) != 0)
+        log_msg(LOG_ERROR, "replication: out of memory for the backlog: replicas resync in full");
+    for (struct repl_feed *f = r->feeds; f != NULL; f = f->next) {
+        if (f->cut || f->state != FEED_STREAMING || f->sent + 1 != offset ||
+            f->sink.unsent(f->sink.conn) >= FEED_MAX_UNSENT)
+            continue; /* behind: it catches up from the backlog as its output drains */
+        const void *p;
+        size_t n;
+        uint64_t last;
+        backlog_read(r->backlog, f->sent, SIZE_MAX, &p, &n, &last);
+        if (n > 0 && f->sink.write(f->sink.conn, p, n))
+            f->sent = last;
+    }
+}
+
+static const struct mutate_propagate propagate = {
+    .check = prop_check, .record = prop_record, .hold = prop_hold};
+
+/* ---- the role ---- */
+
+/* Splits "host:port" (the last colon; [v6]:port) into host and port. */
+static int split_hostport(const char *s, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon == s || colon[1] == '\0')
+        return -1;
+    size_t hl = (size_t)(colon - s);
+    const char *h = s;
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (hl >= hcap || strlen(colon + 1) >= pcap)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    snprintf(port, pcap, "%s", colon + 1);
+    return 0;
+}
+
+static int become_replica(struct repl *r, const char *host, const char *port)
+{
+    struct server *srv = r->srv;
+    repl_link_stop(r);
+    repl_close_feeds(r, "this server became a replica");
+    srv->repl.role = SERVER_REPLICA;
+    snprintf(srv->repl.primary, sizeof srv->repl.primary, "%s:%s", host, port);
+    log_msg(LOG_INFO, "replication: replica of %s", srv->repl.primary);
+    return repl_link_start(r, host, port);
+}
+
+static void promote(struct repl *r)
+{
+    struct server *srv = r->srv;
+    repl_link_stop(r);
+    memcpy(r->prev_id, r->id, sizeof r->prev_id);
+    r->prev_offset = srv->repl.offset;
+    repl_new_id(r->id);
+    srv->repl.role = SERVER_PRIMARY;
+    srv->repl.link = SERVER_LINK_DOWN;
+    srv->repl.primary[0] = '\0';
+    log_msg(LOG_INFO,
+            "replication: promoted to primary at offset %llu (stream %s; the old "
+            "stream %s is history up to there)",
+            (unsigned long long)r->prev_offset, r->id, r->prev_id);
+}
+
+void repl_role(struct server *srv, struct result *res)
+{
+    char line[400];
+    static const char *const links[] = {"down", "sync", "up"};
+    if (srv->repl.role == SERVER_REPLICA)
+        snprintf(line, sizeof line, "ROLE replica %s %s %llu", srv->repl.primary,
+                 links[srv->repl.link], (unsigned long long)srv->repl.offset);
+    else
+        snprintf(line, sizeof line, "ROLE primary %u %llu", srv->repl.connected,
+                 (unsigned long long)srv->repl.offset);
+    result_set_copy(res, RESULT_LINE, line, strlen(line));
+}
+
+static bool slice_is(struct proto_slice s, const char *w)
+{
+    size_t n = strlen(w);
+    if (s.len != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((s.ptr[i] | 0x20) != (w[i] | 0x20))
+            return false;
+    return true;
+}
+
+void repl_replicaof(struct server *srv, const struct proto_request *req, struct result *res)
+{
+    struct repl *r = srv->replication;
+    struct proto_slice rest = req->args, a, b;
+    if (r == NULL) {
+        result_set(res, RESULT_CLIENT_ERROR, "replication is not running");
+        return;
+    }
+    (void)proto_next_arg(&rest, &a);
+    (void)proto_next_arg(&rest, &b);
+    if (slice_is(a, "NO") && slice_is(b, "ONE")) {
+        if (srv->repl.role == SERVER_REPLICA)
+            promote(r);
+        result_set(res, RESULT_OK, NULL);
+        return;
+    }
+    uint64_t port;
+    char host[256], ps[8];
+    if (a.len == 0 || a.len >= sizeof host || !parse_u64(b, &port) || port == 0 || port > 65535) {
+        result_set(res, RESULT_CLIENT_ERROR, "REPLICAOF <host> <port> | REPLICAOF NO ONE");
+        return;
+    }
+    memcpy(host, a.ptr, a.len);
+    host[a.len] = '\0';
+    snprintf(ps, sizeof ps, "%u", (unsigned)port);
+    if (become_replica(r, host, ps) != 0) {
+        result_set(res, RESULT_SERVER_ERROR, "cannot start the link to the primary");
+        return;
+    }
+    result_set(res, RESULT_OK, NULL);
+}
+
+int repl_start(struct server *srv, struct event_base *base)
+{
+    struct repl *r = calloc(1, sizeof *r);
+    if (r == NULL || (r->backlog = backlog_new(srv->cfg.replication_backlog)) == NULL ||
+        (r->hold_timer = evtimer_new(base, on_hold_timer, r)) == NULL) {
+        if (r != NULL)
+            backlog_free(r->backlog);
+        free(r);
+        log_msg(LOG_ERROR, "replication: out of memory");
+        return -1;
+    }
+    r->srv = srv;
+    r->base = base;
+    repl_new_id(r->id);
+    srv->replication = r;
+    mutate_set_propagate(srv, &propagate);
+    if (srv->cfg.replica_of[0] == '\0')
+        return 0;
+    char host[256], port[8];
+    if (split_hostport(srv->cfg.replica_of, host, sizeof host, port, sizeof port) != 0) {
+        log_msg(LOG_ERROR, "replica_of must be HOST:PORT, not '%s'", srv->cfg.replica_of);
+        return -1;
+    }
+    return become_replica(r, host, port);
+}
+
+void repl_stop(struct server *srv)
+{
+    struct repl *r = srv->replication;
+    if (r == NULL)
+        return;
+    repl_link_stop(r);
+    while (r->held != NULL) { /* shutdown: whoever waited is gone */
+        struct repl_held *h = r->held;
+        r->held = h->next;
+        result_free(&h->res);
+        free(h);
+    }
+    /* Feeds are connections, closed before this (conn_close_all tells repl_feed_closed). */
+    mutate_set_propagate(srv, NULL);
+    event_free(r->hold_timer);
+    backlog_free(r->backlog);
+    free(r);
+    srv->replication = NULL;
+}

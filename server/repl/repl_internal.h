@@ -1,0 +1,44 @@
+/*
+ * repl_internal.h - what repl.c (the primary's side, the role) and replica.c (the link to
+ * a primary) share. Not for other modules: they use repl.h.
+ */
+#ifndef BLOOMD_SERVER_REPL_INTERNAL_H
+#define BLOOMD_SERVER_REPL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct server;
+struct event_base;
+struct event;
+struct backlog;
+struct repl_feed;
+struct repl_link;
+struct repl_held;
+
+#define REPL_ID_LEN 40
+
+struct repl {
+    struct server *srv;
+    struct event_base *base;
+    char id[REPL_ID_LEN + 1];      /* the stream this server writes or follows */
+    char prev_id[REPL_ID_LEN + 1]; /* the stream it followed before a promotion; "" none */
+    uint64_t prev_offset;          /* where that one ended here */
+    struct backlog *backlog;
+    struct repl_feed *feeds;            /* replicas connected to this server */
+    struct repl_held *held, *held_tail; /* replies waiting for acknowledgements */
+    struct event *hold_timer;           /* the oldest held reply's deadline */
+    struct repl_link *link;             /* the link to this server's primary; NULL on a primary */
+};
+
+/* A new random stream id into id[REPL_ID_LEN + 1]. */
+void repl_new_id(char *id);
+
+/* Closes every feed (a new role, a full resync of this server). */
+void repl_close_feeds(struct repl *r, const char *why);
+
+/* The replica's link (replica.c): started towards host:port, stopped. */
+int repl_link_start(struct repl *r, const char *host, const char *port);
+void repl_link_stop(struct repl *r);
+
+#endif
