@@ -59,6 +59,8 @@ struct server_repl {
     uint64_t partial_syncs;  /* partial resyncs this server served */
     enum server_link link;   /* a replica's link to its primary */
     uint64_t primary_offset; /* a replica: the primary's offset last heard of */
+    uint64_t delta;          /* offset minus journal position: a replica's journal began in
+                                the middle of its primary's stream (0 on a plain primary) */
 };
 
 struct server {

@@ -65,7 +65,13 @@ bool mutate_reply(struct server *srv, uint64_t pos, const struct result *res,
 {
     if (srv->propagate != NULL && srv->propagate->hold(srv, pos, res, later))
         return true;
-    return durable_hold(srv, pos, res, later);
+    return mutate_hold_journal(srv, pos, res, later);
+}
+
+bool mutate_hold_journal(struct server *srv, uint64_t pos, const struct result *res,
+                         struct completion *later)
+{
+    return pos > srv->repl.delta && durable_hold(srv, pos - srv->repl.delta, res, later);
 }
 
 static struct journal_name jname(const struct filter *f)
@@ -93,6 +99,7 @@ static void journal(struct server *srv, const struct journal_record *rec, uint64
     if (durable_on(srv)) {
         if ((p = durable_append(srv, rec)) == 0)
             return;
+        p += srv->repl.delta;
     } else {
         p = srv->repl.offset + 1;
     }
@@ -729,8 +736,9 @@ int mutate_apply_record(struct mutate_stream *st, const struct journal_record *r
     srv->applying = true;
     int rc = apply(st, rec);
     srv->applying = false;
-    if (durable_on(srv))
-        (void)durable_append(srv, rec);
+    uint64_t local = durable_on(srv) ? durable_append(srv, rec) : 0;
+    if (local > 0) /* the journal's positions follow the primary's offsets, shifted */
+        srv->repl.delta = rec->pos - local;
     srv->repl.offset = rec->pos;
     if (srv->propagate != NULL)
         srv->propagate->record(srv, rec, rec->pos);

@@ -65,6 +65,13 @@ struct mutate_propagate {
 };
 void mutate_set_propagate(struct server *srv, const struct mutate_propagate *p);
 
+/*
+ * The journal's part of a reply's hold (mutate_reply without replication's): pos is an
+ * offset, turned into the journal's position. For replication's hold to hand on to.
+ */
+bool mutate_hold_journal(struct server *srv, uint64_t pos, const struct result *res,
+                         struct completion *later);
+
 /* ---- the changes ---- */
 
 /*

@@ -197,6 +197,7 @@ int recover_journal(struct server *srv)
     uint64_t min = max_snapshot_pos(srv);
     if (durable_start(srv, rep.last_pos > min ? rep.last_pos : min) != 0)
         return RECOVER_EIO;
-    srv->repl.offset = durable_last_pos(srv); /* the stream goes on from the journal's end */
+    srv->repl.offset = durable_last_pos(srv); /* the stream goes on from the journal's end
+                                                 (a replica's: shifted, see repl_start) */
     return RECOVER_OK;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "lib/container.h"
 #include "proto/number.h"
@@ -83,6 +84,67 @@ void repl_new_id(char *id)
     }
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(id + 2 * i, 3, "%02x", raw[i]);
+}
+
+/* ---- the replica's place in the stream, on disk ---- */
+
+static void state_path(const struct repl *r, char *out, size_t cap, const char *suffix)
+{
+    snprintf(out, cap, "%s/replica.state%s", r->srv->cfg.data_dir, suffix);
+}
+
+int repl_state_save(struct repl *r)
+{
+    char path[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 32];
+    state_path(r, path, sizeof path, "");
+    state_path(r, tmp, sizeof tmp, ".tmp");
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        goto fail;
+    fprintf(f, "bloomd-replica 1 %s %llu\n", r->id, (unsigned long long)r->srv->repl.delta);
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        fclose(f);
+        goto fail;
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        goto fail;
+    return 0;
+fail:
+    log_msg(LOG_WARN, "replication: cannot write %s: %s (a restart resyncs in full)", path,
+            strerror(errno));
+    unlink(tmp);
+    return -1;
+}
+
+void repl_state_remove(struct repl *r)
+{
+    char path[CONFIG_PATH_MAX + 32];
+    state_path(r, path, sizeof path, "");
+    if (unlink(path) != 0 && errno != ENOENT)
+        log_msg(LOG_WARN, "replication: cannot remove %s: %s", path, strerror(errno));
+}
+
+int repl_state_load(struct repl *r)
+{
+    char path[CONFIG_PATH_MAX + 32], id[REPL_ID_LEN + 8];
+    unsigned long long delta;
+    int version;
+    state_path(r, path, sizeof path, "");
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    int n = fscanf(f, "bloomd-replica %d %47s %llu", &version, id, &delta);
+    fclose(f);
+    if (n != 3 || version != 1 || strlen(id) != REPL_ID_LEN || !durable_on(r->srv)) {
+        log_msg(LOG_WARN, "replication: ignoring %s (not valid, or no journal here)", path);
+        return -1;
+    }
+    memcpy(r->id, id, REPL_ID_LEN + 1);
+    r->srv->repl.delta = delta;
+    r->srv->repl.offset = durable_last_pos(r->srv) + delta;
+    log_msg(LOG_INFO, "replication: this replica holds stream %s up to offset %llu", r->id,
+            (unsigned long long)r->srv->repl.offset);
+    return 0;
 }
 
 /* ---- feeds ---- */
@@ -392,7 +454,7 @@ static void hand_on(struct repl *r, struct repl_held *h, const char *error)
 {
     if (error != NULL)
         completion_finish(h->later, RESULT_SERVER_ERROR, error);
-    else if (!durable_hold(r->srv, h->offset, &h->res, h->later))
+    else if (!mutate_hold_journal(r->srv, h->offset, &h->res, h->later))
         h->later->done(h->later, &h->res);
     result_free(&h->res);
     free(h);
@@ -566,6 +628,7 @@ static void promote(struct repl *r)
     srv->repl.role = SERVER_PRIMARY;
     srv->repl.link = SERVER_LINK_DOWN;
     srv->repl.primary[0] = '\0';
+    repl_state_remove(r); /* a primary's offsets go on from its journal */
     log_msg(LOG_INFO,
             "replication: promoted to primary at offset %llu (stream %s; the old "
             "stream %s is history up to there)",
@@ -651,6 +714,8 @@ int repl_start(struct server *srv, struct event_base *base)
         log_msg(LOG_ERROR, "replica_of must be HOST:PORT, not '%s'", srv->cfg.replica_of);
         return -1;
     }
+    if (repl_state_load(r) != 0)
+        r->id[0] = '\0'; /* nothing held: PSYNC ? asks for a full sync */
     return become_replica(r, host, port);
 }
 

@@ -37,6 +37,16 @@ void repl_new_id(char *id);
 /* Closes every feed (a new role, a full resync of this server). */
 void repl_close_feeds(struct repl *r, const char *why);
 
+/*
+ * A replica's place in its primary's stream, kept in <data_dir>/replica.state so that a
+ * restart resyncs partially: the stream id and the shift between the primary's offsets
+ * and this server's journal positions. Written once a full sync is on disk (its
+ * snapshot), removed when one starts; read at start-up (0, or -1: none or not valid).
+ */
+int repl_state_save(struct repl *r);
+void repl_state_remove(struct repl *r);
+int repl_state_load(struct repl *r);
+
 /* The replica's link (replica.c): started towards host:port, stopped. */
 int repl_link_start(struct repl *r, const char *host, const char *port);
 void repl_link_stop(struct repl *r);

@@ -25,6 +25,7 @@
 #include "server/core/log.h"
 #include "server/core/server.h"
 #include "server/exec/mutate.h"
+#include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
 #include "server/repl/repl.h"
 #include "server/repl/repl_internal.h"
@@ -170,11 +171,14 @@ static bool install(struct repl_link *l)
     return true;
 }
 
+/* The full sync is on disk: a restart may resync partially from here on. */
 static void flushed(void *arg, int err, const char *why)
 {
-    (void)arg;
+    struct repl *r = arg;
     if (err != 0)
         log_msg(LOG_WARN, "replication: the snapshot after the full sync failed: %s", why);
+    else if (r->srv->repl.role == SERVER_REPLICA && durable_on(r->srv))
+        repl_state_save(r);
 }
 
 static void synced(struct repl_link *l)
@@ -182,10 +186,12 @@ static void synced(struct repl_link *l)
     struct server *srv = l->r->srv;
     memcpy(l->r->id, l->sync_id, sizeof l->r->id);
     srv->repl.offset = l->sync_offset;
+    /* The next record, offset + 1, goes to the journal's next position. */
+    srv->repl.delta = durable_on(srv) ? l->sync_offset - durable_last_pos(srv) : 0;
     srv->repl.link = SERVER_LINK_UP;
     l->step = STEP_STREAM;
     /* What came in a full sync has no records here: a snapshot makes it durable. */
-    if (srv->snap != NULL && snapshot_flush(srv->snap, NULL, flushed, NULL) != 0)
+    if (srv->snap != NULL && snapshot_flush(srv->snap, NULL, flushed, l->r) != 0)
         log_msg(LOG_WARN, "replication: cannot queue the snapshot after the full sync");
     log_msg(LOG_INFO, "replication: full sync done: %zu filters at offset %llu", l->nfilters,
             (unsigned long long)l->sync_offset);
@@ -266,6 +272,7 @@ static bool on_line(struct repl_link *l, const char *line)
             l->nfilters = n;
             l->got = 0;
             srv->repl.link = SERVER_LINK_SYNC;
+            repl_state_remove(l->r);
             repl_close_feeds(l->r, "its primary resynced in full");
             drop_all(l);
             if (n == 0)
