@@ -257,9 +257,18 @@ def test_create_existing_with_other_parameters(client):
     assert client.cmd("CREATE p capacity=1000") == "EXISTS"
     assert client.cmd("CREATE p error=0.01 capacity=1000") == "EXISTS"
     reply = client.cmd("CREATE p capacity=10")
-    assert reply == ("CLIENT_ERROR filter exists with other parameters (capacity=1000 "
-                     "error=0.01 growth=exponential scale=2 ratio=0.8)"), reply
-    assert client.cmd("CREATE p growth=linear").startswith("CLIENT_ERROR filter exists")
+    assert reply == ("CLIENT_ERROR capacity: exists 1000, asked 10; filter exists with other "
+                     "parameters (capacity=1000 error=0.01 growth=exponential scale=2 "
+                     "ratio=0.8)"), reply
+    # The differing option first, whichever it is; the ones that match are not named.
+    assert client.cmd("CREATE p growth=linear").startswith(
+        "CLIENT_ERROR growth: exists exponential, asked linear; filter exists")
+    assert client.cmd("CREATE p capacity=1000 error=0.02").startswith(
+        "CLIENT_ERROR error: exists 0.01, asked 0.02;")
+    assert client.cmd("CREATE p scale=4").startswith("CLIENT_ERROR scale: exists 2, asked 4;")
+    assert client.cmd("CREATE p ratio=0.5").startswith("CLIENT_ERROR ratio: exists 0.8, asked 0.5;")
+    assert client.cmd("CREATE p kind=expandable").startswith(
+        "CLIENT_ERROR kind: exists blocked, asked expandable;")
     assert client.block("INFO p")[1] == "STAT capacity 1000"
 
 

@@ -63,8 +63,19 @@ def test_info_list_and_refusals(client):
     assert client.cmd("UNION w p").startswith("CLIENT_ERROR")
     assert client.cmd("UNION p w").startswith("CLIENT_ERROR")
     assert client.cmd("CREATE w window=1h generations=4") == "EXISTS"
-    assert client.cmd("CREATE w window=2h").startswith("CLIENT_ERROR filter exists")
-    assert client.cmd("CREATE p window=1h").startswith("CLIENT_ERROR filter exists")
+    reply = client.cmd("CREATE w window=2h")
+    assert reply == ("CLIENT_ERROR window: exists 1h, asked 2h; filter exists with other "
+                     "parameters (capacity=10000 error=0.01 growth=exponential scale=2 ratio=0.5 "
+                     "window=1h generations=4)"), reply
+    assert client.cmd("CREATE w window=1h generations=3").startswith(
+        "CLIENT_ERROR generations: exists 4, asked 3;")
+    assert client.cmd("CREATE w window=60m capacity=5").startswith(
+        "CLIENT_ERROR capacity: exists 10000, asked 5;")  # 60m is 1h: the window matches
+    # Over a plain filter, the README's case: window is named, and the filter has none.
+    assert client.cmd("CREATE p window=1h").startswith(
+        "CLIENT_ERROR window: exists without, asked 1h; filter exists")
+    assert client.cmd("CREATE w kind=blocked").startswith(
+        "CLIENT_ERROR kind: exists window, asked blocked;")
     assert client.cmd("CREATE x window=1h kind=expandable").startswith("CLIENT_ERROR")
 
 
