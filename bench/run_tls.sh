@@ -40,10 +40,10 @@ TLS_PORT=$(free_port)
     --max-memory 2G >"$TMP/log" 2>&1 &
 PID=$!
 for _ in $(seq 1 200); do
-    grep -q ":$TLS_PORT (bloomd" "$TMP/log" 2>/dev/null && break
+    grep -q ":$TLS_PORT (TLS bloomd" "$TMP/log" 2>/dev/null && break
     sleep 0.05
 done
-grep -q ":$TLS_PORT (bloomd" "$TMP/log" || { cat "$TMP/log" >&2; exit 1; }
+grep -q ":$TLS_PORT (TLS bloomd" "$TMP/log" || { cat "$TMP/log" >&2; exit 1; }
 
 # The daemon's CPU time so far (all threads), in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
