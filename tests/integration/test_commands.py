@@ -1,6 +1,10 @@
 """Every command of proto/PROTOCOL.md and its errors, over a real connection."""
 
+import re
+
 import pytest
+
+from conftest import REPO
 
 
 def test_version(client):
@@ -250,6 +254,17 @@ def test_help_lists_every_command(client):
                 "DROP", "CLEAR", "FLUSH", "STATS", "VERSION", "HELP", "QUIT"]:
         assert cmd in words, lines
     assert client.cmd("HELP me").startswith("CLIENT_ERROR")
+    # Every doc that lists the commands lists them all (HELP's first words are the truth).
+    man1 = (REPO / "man/bloomd.1").read_text()
+    lists = {
+        "man/bloomd.1": re.search(r"The protocol \(\\fB(.*?)\\fR\)", man1, re.S).group(1).split(),
+        "man/bloomd-protocol.7": re.findall(r'^\.BI? "?([A-Z]+)\b',
+                                            (REPO / "man/bloomd-protocol.7").read_text(), re.M),
+        "proto/PROTOCOL.md": re.findall(r"^\| `([A-Z]+)\b",
+                                        (REPO / "proto/PROTOCOL.md").read_text(), re.M),
+    }
+    for path, listed in lists.items():
+        assert not [w for w in words if w not in listed], (path, sorted(set(words) - set(listed)))
 
 
 def test_create_existing_with_other_parameters(client):
