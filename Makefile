@@ -52,7 +52,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags libevent libevent_openssl openssl libxx
 LIB_SRC := $(wildcard lib/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
 # The live page is built into the binary: server/http/page/index.html -> a generated C array.
-PAGE_SRC := build/gen/http_page.c
+PAGE_SRC := build/gen/http_page.c build/gen/http_simulate.c
 # server/ is in folders by layer (ARCHITECTURE.md); main and lifecycle sit on top.
 SERVER_DIRS := server server/core server/store server/persist server/exec server/net server/http
 SERVER_SRC := $(filter-out server/main.c,$(foreach d,$(SERVER_DIRS),$(wildcard $(d)/*.c))) $(PAGE_SRC)
@@ -111,12 +111,20 @@ $(DEPS_BENCH): scripts/deps.sh
 	@touch $@
 
 # ---- generated sources ----
-$(PAGE_SRC): server/http/page/index.html server/http/http_page.h | $(DEPS_BUILD)
+build/gen/http_page.c: server/http/page/index.html server/http/http_page.h | $(DEPS_BUILD)
 	@mkdir -p $(@D)
 	{ echo '/* Generated from $< by the Makefile: do not edit. */'; \
 	  echo '#include "server/http/http_page.h"'; \
 	  echo 'const unsigned char http_page_html[] = {'; xxd -i < $<; echo '};'; \
 	  echo 'const size_t http_page_html_len = sizeof(http_page_html);'; } > $@.tmp
+	mv $@.tmp $@
+
+build/gen/http_simulate.c: server/http/page/simulate.html server/http/simulate.h | $(DEPS_BUILD)
+	@mkdir -p $(@D)
+	{ echo '/* Generated from $< by the Makefile: do not edit. */'; \
+	  echo '#include "server/http/simulate.h"'; \
+	  echo 'const unsigned char http_simulate_html[] = {'; xxd -i < $<; echo '};'; \
+	  echo 'const size_t http_simulate_html_len = sizeof(http_simulate_html);'; } > $@.tmp
 	mv $@.tmp $@
 
 # ---- compiling ----
