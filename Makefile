@@ -52,7 +52,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags libevent libevent_openssl openssl libxx
 LIB_SRC := $(wildcard lib/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
 # The live page is built into the binary: server/http/page/index.html -> a generated C array.
-PAGE_SRC := build/gen/http_page.c
+PAGE_SRC := build/gen/http_page.c build/gen/http_simulate.c
 # server/ is in folders by layer (ARCHITECTURE.md); main and lifecycle sit on top.
 SERVER_DIRS := server server/core server/store server/persist server/exec server/repl server/net server/http
 SERVER_SRC := $(filter-out server/main.c,$(foreach d,$(SERVER_DIRS),$(wildcard $(d)/*.c))) $(PAGE_SRC)
@@ -111,12 +111,20 @@ $(DEPS_BENCH): scripts/deps.sh
 	@touch $@
 
 # ---- generated sources ----
-$(PAGE_SRC): server/http/page/index.html server/http/http_page.h | $(DEPS_BUILD)
+build/gen/http_page.c: server/http/page/index.html server/http/http_page.h | $(DEPS_BUILD)
 	@mkdir -p $(@D)
 	{ echo '/* Generated from $< by the Makefile: do not edit. */'; \
 	  echo '#include "server/http/http_page.h"'; \
 	  echo 'const unsigned char http_page_html[] = {'; xxd -i < $<; echo '};'; \
 	  echo 'const size_t http_page_html_len = sizeof(http_page_html);'; } > $@.tmp
+	mv $@.tmp $@
+
+build/gen/http_simulate.c: server/http/page/simulate.html server/http/simulate.h | $(DEPS_BUILD)
+	@mkdir -p $(@D)
+	{ echo '/* Generated from $< by the Makefile: do not edit. */'; \
+	  echo '#include "server/http/simulate.h"'; \
+	  echo 'const unsigned char http_simulate_html[] = {'; xxd -i < $<; echo '};'; \
+	  echo 'const size_t http_simulate_html_len = sizeof(http_simulate_html);'; } > $@.tmp
 	mv $@.tmp $@
 
 # ---- compiling ----
@@ -169,13 +177,21 @@ export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
+# Test temp files go under build/tmp, never the system's temp dir: each pytest session has
+# its own --basetemp (pytest empties it at the start) and TMPDIR points there for what
+# tests make with tempfile or what chromium makes; removed when every session passed, kept
+# for a look when one failed. -rs prints every skip with its reason.
+TEST_TMP := $(CURDIR)/build/tmp
+PYTEST = TMPDIR=$(TEST_TMP) $(PYTHON) -m pytest -q -rs -p no:cacheprovider --basetemp=$(TEST_TMP)/$(1)
 integration: $(ASAN)/bloomd build/bloomd $(REL)/bench/loadgen | $(DEPS_TEST)
-	BLOOMD_BIN=$(CURDIR)/$(ASAN)/bloomd BLOOMD_REL_BIN=$(CURDIR)/build/bloomd $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	rm -rf $(TEST_TMP) && mkdir -p $(TEST_TMP)
+	BLOOMD_BIN=$(CURDIR)/$(ASAN)/bloomd BLOOMD_REL_BIN=$(CURDIR)/build/bloomd $(call PYTEST,integration) tests/integration
 	LOADGEN=$(CURDIR)/$(REL)/bench/loadgen PYTHONPATH=$(CURDIR)/clients/python/src \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider bench/test_loadgen.py docker/test_click_worker.py
+	    $(call PYTEST,bench) bench/test_loadgen.py docker/test_click_worker.py
 	@if [ -d clients/python/tests ]; then \
 	    BLOOMD_BIN=$(CURDIR)/$(ASAN)/bloomd PYTHONPATH=$(CURDIR)/clients/python/src \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider clients/python/tests; fi
+	    $(call PYTEST,client) clients/python/tests; fi
+	rm -rf $(TEST_TMP)
 
 # Each fuzzer: its seed corpus plus FUZZ_SMOKE_SECONDS (test) or FUZZ_SECONDS (fuzz) of
 # new inputs; the working corpus lives under build/ so the tree stays clean.

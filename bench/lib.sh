@@ -1,5 +1,6 @@
-# lib.sh - what the bench scripts share (sourced, not run): a free loopback port, and
-# stopping a server they started by pid, bounded (TERM, then KILL after a while).
+# lib.sh - what the bench scripts share (sourced, not run): a free loopback port, stopping a
+# server they started by pid, bounded (TERM, then KILL after a while), and checking targets.
+# shellcheck shell=bash
 
 # free_port: prints a TCP port free on 127.0.0.1 now.
 free_port() {
@@ -15,4 +16,34 @@ stop_pid() {
     for ((i = 0; i < secs * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+}
+
+# target LABEL VALUE OP GOAL: prints "LABEL VALUE (target OP GOAL)" and, when VALUE misses
+# the goal (OP is >= or <=), appends "MISSED" and counts the miss in BENCH_MISSED. A script
+# that calls it ends with `bench_exit`.
+BENCH_MISSED=0
+target() {
+    local label=$1 value=$2 op=$3 goal=$4 ok
+    ok=$(awk -v v="$value" -v g="$goal" -v op="$op" 'BEGIN {
+        if (v !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) print 0
+        else if (op == ">=") print (v + 0 >= g + 0)
+        else if (op == "<=") print (v + 0 <= g + 0)
+        else print 0 }')
+    if [ "$ok" = 1 ]; then
+        printf '%-44s %12s   (target %s %s)\n' "$label" "$value" "$op" "$goal"
+    else
+        printf '%-44s %12s   (target %s %s)  MISSED\n' "$label" "$value" "$op" "$goal"
+        BENCH_MISSED=$((BENCH_MISSED + 1))
+    fi
+}
+
+# bench_exit: exits 1 if a target was missed, unless BENCH_STRICT=0 (then 0, after saying so).
+bench_exit() {
+    [ "$BENCH_MISSED" -eq 0 ] && exit 0
+    if [ "${BENCH_STRICT:-1}" = 0 ]; then
+        echo "$(basename "$0"): $BENCH_MISSED target(s) MISSED (BENCH_STRICT=0: going on)" >&2
+        exit 0
+    fi
+    echo "$(basename "$0"): $BENCH_MISSED target(s) MISSED (BENCH_STRICT=0 to go on)" >&2
+    exit 1
 }

@@ -79,6 +79,7 @@ PROTO_RE="bloomd"
 start_bloomd() {
     local dir="$TMP/bloomd.$1" i
     mkdir -p "$dir"
+    : >"$dir/log" # before the child opens it: the port scan below reads it at once
     "$BLOOMD" --bind 127.0.0.1 --port 0 --data-dir "$dir" --snapshot-interval 0 \
         "${BLOOMD_ARGS[@]}" 2>"$dir/log" &
     PID=$!
@@ -113,7 +114,7 @@ start_bloomd_mc() {
 start_nutcracker() {
     local bin dir="$TMP/nutcracker.$1" servers="" i mcport
     bin=$(command -v nutcracker || echo /usr/sbin/nutcracker)
-    [ -x "$bin" ] || { echo "run_net.sh: nutcracker missing: scripts/deps.sh test" >&2; return 1; }
+    [ -x "$bin" ] || { echo "run_net.sh: nutcracker missing: scripts/deps.sh bench" >&2; return 1; }
     mkdir -p "$dir"
     for i in 0 1; do
         mcport=$(free_port)

@@ -49,7 +49,7 @@ start_bloomd() {
         sleep 0.1
     done
     [ -n "$PORT" ] || { cat "$TMP/log" >&2; echo "run_snapshot.sh: bloomd did not start" >&2; exit 1; }
-    STARTUP_S=$(echo "$(date +%s.%N) - $t0" | bc -l)
+    STARTUP_S=$(calc "$(date +%s.%N) - $t0")
 }
 
 # cmd LINE: sends one request, prints the reply (one line, or up to END), 120 s at most.
@@ -71,6 +71,10 @@ sys.stdout.write(buf.decode().replace("\r", ""))
 EOF
 }
 
+# calc EXPR: awk's arithmetic (no bc needed); clamp X LO HI: X bounded to [LO, HI].
+calc() { awk "BEGIN { printf \"%.6f\\n\", ($1) }"; }
+clamp() { awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { if (x < lo) x = lo; if (x > hi) x = hi; print x }'; }
+
 stat_of() { awk -v k="$1" '$1 == "STAT" && $2 == k { print $3 }'; }
 
 mkdir -p "$TMP/data"
@@ -80,7 +84,7 @@ echo "== disk: $(df -h "$TMP" | awk 'NR == 2 { print $1 " (" $2 ", " $4 " free)"
 dd_out=$(dd if=/dev/zero of="$TMP/dd.bin" bs=1M count="$MB" conv=fsync 2>&1 | tail -n 1)
 rm -f "$TMP/dd.bin"
 DD_S=$(echo "$dd_out" | sed -n 's/.* copied, \([0-9.e-]*\) s,.*/\1/p')
-DD_MBS=$(echo "$MB / $DD_S" | bc -l)
+DD_MBS=$(calc "$MB / $DD_S")
 echo "== dd: $dd_out" >&2
 
 start_bloomd
@@ -88,7 +92,7 @@ start_bloomd
 cmd "CREATE probe capacity=10000000 error=0.01" >/dev/null
 probe=$(cmd "INFO probe" | stat_of bytes)
 cmd "DROP probe" >/dev/null
-CAP=$(echo "10000000 * $MB * 1048576 / $probe" | bc)
+CAP=$(awk -v mb="$MB" -v p="$probe" 'BEGIN { printf "%.0f\n", int(10000000 * mb * 1048576 / p) }')
 cmd "CREATE big capacity=$CAP error=0.01" | grep -q CREATED
 BYTES=$(cmd "INFO big" | stat_of bytes)
 echo "== filter: capacity $CAP, $((BYTES / 1048576)) MiB of bits" >&2
@@ -99,7 +103,7 @@ echo "== filter: capacity $CAP, $((BYTES / 1048576)) MiB of bits" >&2
 cmd "FLUSH" | grep -q OK
 STATS=$(cmd "STATS")
 IDLE_MS=$(echo "$STATS" | stat_of snapshot_last_duration_ms)
-IDLE_MBS=$(echo "$(echo "$STATS" | stat_of snapshot_last_bytes) / 1048576 / ($IDLE_MS / 1000)" | bc -l)
+IDLE_MBS=$(calc "$(echo "$STATS" | stat_of snapshot_last_bytes) / 1048576 / ($IDLE_MS / 1000)")
 
 # outside: 5 s of pipelined one-key CHECKADD, no snapshot running.
 lg() {
@@ -112,18 +116,18 @@ OUT=$(lg 1000000000 5 7)
 # during: FLUSH in the background (the filter is dirty again after the run above); the
 # client runs as long as the idle snapshot took: under load it is slower, so the whole
 # client run falls inside the snapshot.
-RUN_S=$(echo "x = $IDLE_MS / 1000; if (x < 1) x = 1; if (x > 20) x = 20; x" | bc -l)
+RUN_S=$(clamp "$(calc "$IDLE_MS / 1000")" 1 20)
 t0=$(date +%s.%N)
 cmd "FLUSH big" >"$TMP/flush" &
 FLUSH_PID=$!
 DUR=$(lg 2000000000 "$RUN_S" 8)
 wait "$FLUSH_PID"
-FLUSH_S=$(echo "$(date +%s.%N) - $t0" | bc -l)
+FLUSH_S=$(calc "$(date +%s.%N) - $t0")
 grep -q '^OK' "$TMP/flush" || { echo "run_snapshot.sh: FLUSH failed: $(cat "$TMP/flush")" >&2; exit 1; }
 STATS=$(cmd "STATS")
 SNAP_MS=$(echo "$STATS" | stat_of snapshot_last_duration_ms)
 SNAP_BYTES=$(echo "$STATS" | stat_of snapshot_last_bytes)
-SNAP_MBS=$(echo "$SNAP_BYTES / 1048576 / ($SNAP_MS / 1000)" | bc -l)
+SNAP_MBS=$(calc "$SNAP_BYTES / 1048576 / ($SNAP_MS / 1000)")
 
 # Reload: a clean stop (nothing dirty), then time the start-up that loads the file.
 stop_bloomd
@@ -133,7 +137,7 @@ LOAD_S=$STARTUP_S
 # dd again, under the same client load, for a like-for-like ratio (on a VM the disk path
 # needs guest CPU too). The client outlasts dd; the daemon is then killed, not stopped, so
 # no final snapshot is written.
-LOAD_RUN_S=$(echo "x = $DD_S * 3; if (x < 3) x = 3; if (x > 20) x = 20; x" | bc -l)
+LOAD_RUN_S=$(clamp "$(calc "$DD_S * 3")" 3 20)
 lg 3000000000 "$LOAD_RUN_S" 9 >/dev/null &
 LG_PID=$!
 sleep 0.5
@@ -141,7 +145,7 @@ dd_out=$(dd if=/dev/zero of="$TMP/dd.bin" bs=1M count="$MB" conv=fsync 2>&1 | ta
 rm -f "$TMP/dd.bin"
 wait "$LG_PID" || true
 DDL_S=$(echo "$dd_out" | sed -n 's/.* copied, \([0-9.e-]*\) s,.*/\1/p')
-DDL_MBS=$(echo "$MB / $DDL_S" | bc -l)
+DDL_MBS=$(calc "$MB / $DDL_S")
 kill -KILL "$PID" 2>/dev/null || true
 { wait "$PID"; } 2>/dev/null || true # quiet: bash reports the kill otherwise
 PID=
@@ -151,9 +155,9 @@ printf '\nbench-snapshot: %d MiB filter (%s keys added), one client at depth %d,
 printf '%-34s %12s\n' "snapshot write, idle (MiB/s)" "$(printf '%.0f' "$IDLE_MBS")"
 printf '%-34s %12s\n' "snapshot write, under load (MiB/s)" "$(printf '%.0f' "$SNAP_MBS")"
 printf '%-34s %12s\n' "dd bs=1M conv=fsync (MiB/s)" "$(printf '%.0f' "$DD_MBS")"
-printf '%-34s %12s\n' "snapshot / dd, idle" "$(printf '%.2f' "$(echo "$IDLE_MBS / $DD_MBS" | bc -l)")"
+printf '%-34s %12s\n' "snapshot / dd, idle" "$(printf '%.2f' "$(calc "$IDLE_MBS / $DD_MBS")")"
 printf '%-34s %12s\n' "dd, same client load (MiB/s)" "$(printf '%.0f' "$DDL_MBS")"
-printf '%-34s %12s\n' "snapshot / dd, both under load" "$(printf '%.2f' "$(echo "$SNAP_MBS / $DDL_MBS" | bc -l)")"
+printf '%-34s %12s\n' "snapshot / dd, both under load" "$(printf '%.2f' "$(calc "$SNAP_MBS / $DDL_MBS")")"
 printf '%-34s %12s\n' "snapshot duration under load (ms)" "$SNAP_MS"
 printf '%-34s %12s\n' "FLUSH round trip (s)" "$(printf '%.2f' "$FLUSH_S")"
 printf '%-34s %12s\n' "client run during snapshot (s)" "$(printf '%.2f' "$RUN_S")"

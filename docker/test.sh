@@ -24,10 +24,21 @@ work=$(mktemp -d /tmp/bloomd-docker-test.XXXXXX)
 
 say() { printf '== %s\n' "$*"; }
 fail() { printf 'docker/test.sh: FAIL: %s\n' "$*" >&2; exit 1; }
+# The build stage's images (Dockerfile: LABEL io.bloomd.stage=build) are untagged once
+# the image is built, ~780 MB: removed, a few rounds since each removal can leave its
+# parent dangling.
+stage_images() { podman images -a -q --filter label=io.bloomd.stage=build --filter dangling=true; }
+prune_stages() {
+    for _ in $(seq 16); do
+        [ -n "$(stage_images 2>/dev/null)" ] || return 0
+        podman image prune -f --filter label=io.bloomd.stage=build >/dev/null 2>&1 || true
+    done
+}
 cleanup() {
     set +e
     podman rm -f -t 5 "$NAME" >/dev/null 2>&1
     podman volume rm -f "$VOLUME" >/dev/null 2>&1
+    prune_stages
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -88,6 +99,9 @@ timeout 1200 podman build --format docker --pull=never "${LIMITS[@]}" \
 podman image inspect --format '{{json .Config.Healthcheck}}' "$TAG" | grep -q -- '--ping' \
     || fail "image has no HEALTHCHECK (was it built with --format docker?)"
 say "image size: $(podman image inspect --format '{{.Size}}' "$TAG") bytes"
+prune_stages
+[ -z "$(stage_images)" ] || fail "untagged build-stage images left: $(stage_images | tr '\n' ' ')"
+say "build stage images removed"
 
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run_bloomd() {

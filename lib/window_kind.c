@@ -94,7 +94,10 @@ static void k_info(const void *f, struct kind_info *out)
     out->window_ms = window_params(f)->window_ms;
     out->bytes = info.bytes;
     out->items = info.items;
-    out->capacity = info.capacity;
+    /* What CREATE asked for, keys per window: LIST, /api, the page and templates show the
+     * one number the user gave. What the live generations could take is INFO's
+     * gen<i>_capacity. */
+    out->capacity = window_params(f)->sbf.capacity;
     out->error = window_params(f)->sbf.error;
     out->header = info.header;
 }
@@ -102,9 +105,9 @@ static void k_info(const void *f, struct kind_info *out)
 /* Static names for the per-generation figures: kind_field_fn wants static names. */
 #define GEN_NAMES(i)                                                                               \
     {                                                                                              \
-        "gen" #i "_start", "gen" #i "_items", "gen" #i "_bytes"                                    \
+        "gen" #i "_start", "gen" #i "_items", "gen" #i "_bytes", "gen" #i "_capacity"              \
     }
-static const char *const gen_names[WINDOW_MAX_GENERATIONS][3] = {
+static const char *const gen_names[WINDOW_MAX_GENERATIONS][4] = {
     GEN_NAMES(0),  GEN_NAMES(1),  GEN_NAMES(2),  GEN_NAMES(3),  GEN_NAMES(4),  GEN_NAMES(5),
     GEN_NAMES(6),  GEN_NAMES(7),  GEN_NAMES(8),  GEN_NAMES(9),  GEN_NAMES(10), GEN_NAMES(11),
     GEN_NAMES(12), GEN_NAMES(13), GEN_NAMES(14), GEN_NAMES(15),
@@ -112,7 +115,11 @@ static const char *const gen_names[WINDOW_MAX_GENERATIONS][3] = {
 
 /*
  * INFO's fields of a windowed filter. Times and durations in milliseconds (window,
- * generation_span, gen<i>_start as Unix ms); gen0 is the newest generation.
+ * generation_span, gen<i>_start as Unix ms); gen0 is the newest generation. capacity is
+ * the one the user gave (keys per window); every per-generation figure says so in its
+ * name: generation_capacity (keys a generation is planned for, capacity/(g-1) rounded up)
+ * and gen<i>_capacity (what generation i takes now at its share of the error, more once
+ * it grew).
  */
 static void k_fields(const void *f, kind_field_fn fn, void *ctx)
 {
@@ -126,14 +133,16 @@ static void k_fields(const void *f, kind_field_fn fn, void *ctx)
     fn(ctx, "window", KIND_FIELD_U64, p->window_ms, 0, NULL);
     fn(ctx, "generations", KIND_FIELD_U64, p->generations, 0, NULL);
     fn(ctx, "generation_span", KIND_FIELD_U64, p->window_ms / (p->generations - 1), 0, NULL);
+    struct sbf_params gp;
+    window_generation_params(p, &gp);
     fn(ctx, "capacity", KIND_FIELD_U64, p->sbf.capacity, 0, NULL);
+    fn(ctx, "generation_capacity", KIND_FIELD_U64, gp.capacity, 0, NULL);
     fn(ctx, "error", KIND_FIELD_DOUBLE, 0, p->sbf.error, NULL);
     fn(ctx, "growth", KIND_FIELD_STR, 0, 0,
        p->sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
     fn(ctx, "scale", KIND_FIELD_DOUBLE, 0, p->sbf.scale, NULL);
     fn(ctx, "ratio", KIND_FIELD_DOUBLE, 0, p->sbf.ratio, NULL);
     fn(ctx, "live_generations", KIND_FIELD_U64, live, 0, NULL);
-    fn(ctx, "total_capacity", KIND_FIELD_U64, info.capacity, 0, NULL);
     fn(ctx, "bytes", KIND_FIELD_U64, info.bytes, 0, NULL);
     fn(ctx, "items", KIND_FIELD_U64, info.items, 0, NULL);
     fn(ctx, "estimated_items", KIND_FIELD_DOUBLE, 0, est.items, NULL);
@@ -143,6 +152,9 @@ static void k_fields(const void *f, kind_field_fn fn, void *ctx)
         fn(ctx, gen_names[i][0], KIND_FIELD_U64, (uint64_t)gens[i].start_ms, 0, NULL);
         fn(ctx, gen_names[i][1], KIND_FIELD_U64, gens[i].items, 0, NULL);
         fn(ctx, gen_names[i][2], KIND_FIELD_U64, gens[i].bytes, 0, NULL);
+        struct sbf_info si;
+        sbf_info(gens[i].sbf, &si);
+        fn(ctx, gen_names[i][3], KIND_FIELD_U64, si.capacity, 0, NULL);
     }
 }
 

@@ -298,8 +298,15 @@ static int parse_line(struct proto_slice rest, const char *buf, size_t len, size
         take_noreply(tok, take_tokens(rest, tok, 3), 3, m);
         return fail(m, MC_ERR_REFUSED, e->why, cmd);
     case MC_KIND_PLAIN:
+        /* memcached 1.6 answers version and quit whatever follows them ("version noreply"
+         * too): memccapable checks it, and libmemcached takes a 1.6 reply to mean so. */
+        if (e->cmd == MC_CMD_VERSION || e->cmd == MC_CMD_QUIT)
+            return MC_OK;
         if (take_tokens(rest, tok, 1) == 0)
             return MC_OK;
+        /* stats noreply is an error in memcached too: the reply is the point. */
+        if (e->cmd == MC_CMD_STATS && slice_is(tok[0], "noreply"))
+            return fail(m, MC_ERR_FORMAT, "bad command line format: stats has no noreply", tok[0]);
         /* stats items, stats slabs, stats cachedump (memcdump): no such figures here. */
         return fail(m, MC_ERR_FORMAT,
                     e->cmd == MC_CMD_STATS ? WHY_STATS_GROUP

@@ -378,7 +378,10 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
     else if (slice_eq_nocase(key, "kind"))
         bit = PROTO_OPT_KIND;
     else
-        return fail(req, PROTO_ERR_OPTION, "unknown option", key);
+        return fail(req, PROTO_ERR_OPTION,
+                    "unknown option (valid: capacity error growth scale ratio window "
+                    "generations kind)",
+                    key);
     if (c->set & bit)
         return fail(req, PROTO_ERR_OPTION, "repeated option", key);
     c->set |= bit;

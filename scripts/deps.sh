@@ -1,7 +1,31 @@
 #!/usr/bin/env bash
-# deps.sh - installs the Debian packages a make target needs, only those missing.
+# deps.sh - installs the Debian packages a make target needs, only those missing, after
+# saying which, why, and how many packages apt will install with their dependencies.
 # Usage: scripts/deps.sh build|test|bench|docker ...   (root, or sudo without a password)
 set -euo pipefail
+
+# why[package]: what it is for; one line each, printed before anything is installed.
+declare -A why=(
+    [gcc]="C compiler" [libc6-dev]="C library headers" [make]="the build"
+    [pkg-config]="finds the libraries' flags" [xxd]="builds the page into the binary"
+    [libevent-dev]="event loop, HTTP server" [libxxhash-dev]="the key hash"
+    [libinih-dev]="config file parser" [libsystemd-dev]="sd_notify"
+    [libssl-dev]="TLS listener" [openssl]="test and bench certificates"
+    [libcmocka-dev]="unit tests" [python3]="integration tests, bench drivers"
+    [python3-pytest]="integration tests" [python3-venv]="install test of the Python client"
+    [python3-wheel-whl]="install test of the Python client"
+    [groff-base]="man page test" [python3-prometheus-client]="/metrics parsed by the real client"
+    [chromium]="page tests in a headless browser (large: pulls in ~200 packages)"
+    [clang]="fuzz harnesses (libFuzzer)" [libclang-rt-14-dev]="libFuzzer runtime"
+    [clang-format]="format check" [nutcracker]="twemproxy in front of the memcached port"
+    [python3-pymemcache]="memcached port against a real client"
+    [libmemcached-tools]="memccapable, memcached's conformance test"
+    [redis-server]="bench-net's Redis rows" [memcached]="bench-net's memcached row"
+    [coreutils]="dd, timeout"
+    [podman]="docker-test: runs the image" [buildah]="docker-test: builds the image"
+    [debootstrap]="docker-test: the base image" [runc]="docker-test: container runtime"
+    [slirp4netns]="docker-test: rootless network" [uidmap]="docker-test: user namespaces"
+)
 
 want=()
 for kind in "$@"; do
@@ -13,7 +37,8 @@ for kind in "$@"; do
                  groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
                  clang-format nutcracker python3-pymemcache libmemcached-tools) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
-                  libsystemd-dev libssl-dev openssl xxd redis-server memcached coreutils) ;;
+                  libsystemd-dev libssl-dev openssl xxd python3 redis-server memcached nutcracker
+                  coreutils) ;;
     docker) want+=(podman buildah debootstrap runc slirp4netns uidmap) ;;
     *) echo "deps.sh: unknown kind '$kind'" >&2; exit 2 ;;
     esac
@@ -25,8 +50,12 @@ for p in "${want[@]}"; do
     [ "$status" = "install ok installed" ] || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 
-echo "deps.sh: installing ${missing[*]}" >&2
+{
+    echo "deps.sh: '$*' needs ${#missing[@]} Debian package(s) that are not installed:"
+    for p in "${missing[@]}"; do printf '  %-28s %s\n' "$p" "${why[$p]:-}"; done
+} >&2
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null || { echo "deps.sh: need root to install ${missing[*]}" >&2; exit 1; }
@@ -34,4 +63,6 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
+n=$(apt-get install -s --no-install-recommends "${missing[@]}" 2>/dev/null | grep -c '^Inst ' || true)
+echo "deps.sh: apt-get installs $n package(s) with their dependencies (--no-install-recommends)" >&2
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

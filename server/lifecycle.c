@@ -211,9 +211,13 @@ static void load_free(struct job *j)
     free(j);
 }
 
-/* Loop thread, once the snapshots are in: listen, and say so. */
+/* Loop thread, once the snapshots are in: listen, and say so. The TLS listener serves the
+ * text protocol under its own name, so its "listening on" line says TLS. */
 static void load_done(struct job *j)
 {
+    static struct conn_proto text_over_tls;
+    text_over_tls = conn_proto_text;
+    text_over_tls.name = "TLS bloomd";
     struct load_job *lj = (struct load_job *)j;
     struct server *srv = lj->srv;
     struct worker *w = srv->worker;
@@ -229,7 +233,7 @@ static void load_done(struct job *j)
             lj->rc = -1;
     }
     if (lj->rc == 0 && w->lis[0] != NULL && srv->tls != NULL) {
-        w->lis[2] = listener_open(w, &conn_proto_text, srv->cfg.bind, srv->cfg.tls_port);
+        w->lis[2] = listener_open(w, &text_over_tls, srv->cfg.bind, srv->cfg.tls_port);
         if (w->lis[2] == NULL)
             lj->rc = -1;
         else

@@ -53,7 +53,9 @@ static const struct kind_ops *create_kind(const struct proto_create *o, struct r
 
 /*
  * CREATE of a name that exists: EXISTS if every option given matches the filter (or
- * none was given), else a CLIENT_ERROR that says what the filter has.
+ * none was given), else a CLIENT_ERROR that names the first option that differs, with
+ * what the filter has and what was asked ("window: exists without, asked 1h"), then all
+ * of the filter's parameters.
  */
 static void exists(struct result *res, const struct filter *f, const struct kind_ops *want,
                    unsigned set, const struct kind_params *p)
@@ -61,27 +63,85 @@ static void exists(struct result *res, const struct filter *f, const struct kind
     struct kind_params have = *p; /* a kind that cannot say matches anything */
     if (f->ops->params != NULL)
         f->ops->params(f->obj, &have);
-    bool same = (!(set & (PROTO_OPT_KIND | PROTO_OPT_WINDOW)) || f->ops == want) &&
-                (!(set & PROTO_OPT_CAPACITY) || have.sbf.capacity == p->sbf.capacity) &&
-                (!(set & PROTO_OPT_ERROR) || have.sbf.error == p->sbf.error) &&
-                (!(set & PROTO_OPT_GROWTH) || have.sbf.growth == p->sbf.growth) &&
-                (!(set & PROTO_OPT_SCALE) || have.sbf.scale == p->sbf.scale) &&
-                (!(set & PROTO_OPT_RATIO) || have.sbf.ratio == p->sbf.ratio) &&
-                (!(set & PROTO_OPT_WINDOW) || have.window_ms == p->window_ms) &&
-                (!(set & PROTO_OPT_GENERATIONS) || have.generations == p->generations);
-    if (same) {
+    bool windowed = have.window_ms > 0 && f->ops->params != NULL;
+    /* The first option that differs (the kind first: the others mean little across
+     * kinds); had and asked are its two values as CREATE spells them. */
+    const char *opt = NULL;
+    char had[40] = "", asked[40] = "";
+    uint64_t dur[3] = {0, 0, 0};
+    bool window_differs = false;
+    if ((set & PROTO_OPT_WINDOW) && (f->ops != want || have.window_ms != p->window_ms)) {
+        opt = "window";
+        window_differs = true;
+        dur[0] = f->ops == want ? have.window_ms : 0; /* 0: "without" */
+        dur[1] = p->window_ms;
+    } else if ((set & PROTO_OPT_KIND) && f->ops != want) {
+        opt = "kind";
+        snprintf(had, sizeof had, "%s", kinds_name(f->ops));
+        snprintf(asked, sizeof asked, "%s", kinds_name(want));
+    } else if ((set & PROTO_OPT_CAPACITY) && have.sbf.capacity != p->sbf.capacity) {
+        opt = "capacity";
+        snprintf(had, sizeof had, "%llu", (unsigned long long)have.sbf.capacity);
+        snprintf(asked, sizeof asked, "%llu", (unsigned long long)p->sbf.capacity);
+    } else if ((set & PROTO_OPT_ERROR) && have.sbf.error != p->sbf.error) {
+        opt = "error";
+        proto_format_double(had, sizeof had, have.sbf.error);
+        proto_format_double(asked, sizeof asked, p->sbf.error);
+    } else if ((set & PROTO_OPT_GROWTH) && have.sbf.growth != p->sbf.growth) {
+        opt = "growth";
+        snprintf(had, sizeof had, "%s",
+                 have.sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
+        snprintf(asked, sizeof asked, "%s",
+                 p->sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
+    } else if ((set & PROTO_OPT_SCALE) && have.sbf.scale != p->sbf.scale) {
+        opt = "scale";
+        proto_format_double(had, sizeof had, have.sbf.scale);
+        proto_format_double(asked, sizeof asked, p->sbf.scale);
+    } else if ((set & PROTO_OPT_RATIO) && have.sbf.ratio != p->sbf.ratio) {
+        opt = "ratio";
+        proto_format_double(had, sizeof had, have.sbf.ratio);
+        proto_format_double(asked, sizeof asked, p->sbf.ratio);
+    } else if ((set & PROTO_OPT_GENERATIONS) && have.generations != p->generations) {
+        opt = "generations";
+        snprintf(had, sizeof had, "%u", (unsigned)have.generations);
+        snprintf(asked, sizeof asked, "%u", (unsigned)p->generations);
+    }
+    if (opt == NULL) {
         result_set(res, RESULT_EXISTS, NULL);
         return;
     }
-    char msg[256], err[40], scale[40], ratio[40];
+    /* Durations as CREATE takes them (the largest unit that divides them), 0 as "without":
+     * the window option's two values, then the filter's own window for the list below. */
+    char hwin[40] = "", win[64] = "";
+    char *dur_out[3] = {had, asked, hwin};
+    dur[2] = windowed ? have.window_ms : 0;
+    static const struct {
+        uint64_t ms;
+        char unit;
+    } units[] = {{86400000, 'd'}, {3600000, 'h'}, {60000, 'm'}, {1000, 's'}};
+    for (int i = window_differs ? 0 : 2; i < 3; i++) {
+        size_t u = 0;
+        while (u < 3 && dur[i] % units[u].ms != 0)
+            u++;
+        if (dur[i] == 0)
+            snprintf(dur_out[i], sizeof hwin, "without");
+        else
+            snprintf(dur_out[i], sizeof hwin, "%llu%c", (unsigned long long)(dur[i] / units[u].ms),
+                     units[u].unit);
+    }
+    char msg[512], err[40], scale[40], ratio[40];
     proto_format_double(err, sizeof err, have.sbf.error);
     proto_format_double(scale, sizeof scale, have.sbf.scale);
     proto_format_double(ratio, sizeof ratio, have.sbf.ratio);
+    if (windowed)
+        snprintf(win, sizeof win, " window=%s generations=%u", hwin, (unsigned)have.generations);
+    else if (f->ops != KINDS_DEFAULT)
+        snprintf(win, sizeof win, " kind=%s", kinds_name(f->ops));
     snprintf(msg, sizeof msg,
-             "filter exists with other parameters (capacity=%llu error=%s growth=%s scale=%s "
-             "ratio=%s)",
-             (unsigned long long)have.sbf.capacity, err,
-             have.sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential", scale, ratio);
+             "%s: exists %s, asked %s; filter exists with other parameters (capacity=%llu "
+             "error=%s growth=%s scale=%s ratio=%s%s)",
+             opt, had, asked, (unsigned long long)have.sbf.capacity, err,
+             have.sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential", scale, ratio, win);
     result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
 }
 

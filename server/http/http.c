@@ -23,6 +23,8 @@
 #include "server/core/server.h"
 #include "server/http/http_page.h"
 #include "server/http/http_pages.h"
+#include "server/http/plan.h"
+#include "server/http/simulate.h"
 #include "server/store/figures.h"
 
 #define HTTP_MAX_URI 2048
@@ -124,13 +126,15 @@ static void route(struct evhttp_request *req, void *arg)
         text_reply(req, srv->phase == SERVER_READY ? 200 : 503, why[srv->phase]);
         return;
     }
-    if (is(uri, plen, "/") || is(uri, plen, "/index.html")) {
+    bool sim = is(uri, plen, "/simulate");
+    if (is(uri, plen, "/") || is(uri, plen, "/index.html") || sim) {
         struct evbuffer *b = evbuffer_new();
         if (b == NULL) {
             evhttp_send_error(req, 500, NULL);
             return;
         }
-        evbuffer_add_reference(b, http_page_html, http_page_html_len, NULL, NULL);
+        evbuffer_add_reference(b, sim ? http_simulate_html : http_page_html,
+                               sim ? http_simulate_html_len : http_page_html_len, NULL, NULL);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Security-Policy",
                           "default-src 'self'; script-src 'unsafe-inline' 'self'; "
                           "style-src 'unsafe-inline' 'self'; img-src 'self' data:");
@@ -150,6 +154,8 @@ static void route(struct evhttp_request *req, void *arg)
     if (is(uri, plen, "/metrics")) {
         status = metrics_render(srv, h->fg, b);
         type = "text/plain; version=0.0.4; charset=utf-8";
+    } else if (is(uri, plen, "/api/plan")) {
+        status = api_plan(srv, query, qlen, b);
     } else if (is(uri, plen, api) || is(uri, plen, "/api/filters/")) {
         status = api_filters(srv, h->fg, b);
     } else if (plen > sizeof api && memcmp(uri, api, sizeof api - 1) == 0 &&
@@ -165,8 +171,8 @@ static void route(struct evhttp_request *req, void *arg)
             status = api_error(b, 404, "no such page");
     } else {
         status = api_error(b, 404,
-                           "no such page: try /, /metrics, /healthz, /readyz, "
-                           "/api/filters");
+                           "no such page: try /, /simulate, /metrics, /healthz, /readyz, "
+                           "/api/filters, /api/plan");
     }
     send_body(req, status, type, b);
     evbuffer_free(b);

@@ -24,7 +24,7 @@ static const struct kind_ops *extra[KINDS_MAX];
 static size_t nextra;
 static char names[256];
 
-static const char *name_of(const struct kind_ops *ops)
+const char *kinds_name(const struct kind_ops *ops)
 {
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         if (builtin[i].ops == ops)
@@ -40,7 +40,7 @@ static void rebuild_names(void)
         const struct kind_ops *ops = i < sizeof builtin / sizeof builtin[0]
                                          ? builtin[i].ops
                                          : extra[i - sizeof builtin / sizeof builtin[0]];
-        int w = snprintf(names + n, sizeof names - n, "%s%s", n > 0 ? " " : "", name_of(ops));
+        int w = snprintf(names + n, sizeof names - n, "%s%s", n > 0 ? " " : "", kinds_name(ops));
         if (w < 0 || (size_t)w >= sizeof names - n)
             break;
         n += (size_t)w;

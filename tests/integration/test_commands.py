@@ -1,8 +1,11 @@
 """Every command of proto/PROTOCOL.md and its errors, over a real connection."""
 
+import re
 import time
 
 import pytest
+
+from conftest import REPO
 
 
 def test_version(client):
@@ -219,7 +222,8 @@ def test_quit(client):
     ("CREATE f capacity=1.5", "CLIENT_ERROR bad number '1.5'"),
     ("CREATE f capacity=1e-3", "CLIENT_ERROR bad number '1e-3'"),
     ("CREATE f error=nan", "CLIENT_ERROR bad number 'nan'"),
-    ("CREATE f size=10", "CLIENT_ERROR unknown option 'size'"),
+    ("CREATE f size=10", "CLIENT_ERROR unknown option (valid: capacity error growth scale ratio "
+                         "window generations kind) 'size'"),
     ("CREATE f error=0.1 error=0.2", "CLIENT_ERROR repeated option 'error'"),
     ("CREATE f 1000", "CLIENT_ERROR option must be key=value '1000'"),
     ("CREATE f capacity=0", "CLIENT_ERROR capacity must be in 1..2^40 '0'"),
@@ -263,6 +267,17 @@ def test_help_lists_every_command(client):
                 "DROP", "CLEAR", "FLUSH", "STATS", "VERSION", "HELP", "QUIT"]:
         assert cmd in words, lines
     assert client.cmd("HELP me").startswith("CLIENT_ERROR")
+    # Every doc that lists the commands lists them all (HELP's first words are the truth).
+    man1 = (REPO / "man/bloomd.1").read_text()
+    lists = {
+        "man/bloomd.1": re.search(r"The protocol \(\\fB(.*?)\\fR\)", man1, re.S).group(1).split(),
+        "man/bloomd-protocol.7": re.findall(r'^\.BI? "?([A-Z]+)\b',
+                                            (REPO / "man/bloomd-protocol.7").read_text(), re.M),
+        "proto/PROTOCOL.md": re.findall(r"^\| `([A-Z]+)\b",
+                                        (REPO / "proto/PROTOCOL.md").read_text(), re.M),
+    }
+    for path, listed in lists.items():
+        assert not [w for w in words if w not in listed], (path, sorted(set(words) - set(listed)))
 
 
 def test_create_existing_with_other_parameters(client):
@@ -271,9 +286,18 @@ def test_create_existing_with_other_parameters(client):
     assert client.cmd("CREATE p capacity=1000") == "EXISTS"
     assert client.cmd("CREATE p error=0.01 capacity=1000") == "EXISTS"
     reply = client.cmd("CREATE p capacity=10")
-    assert reply == ("CLIENT_ERROR filter exists with other parameters (capacity=1000 "
-                     "error=0.01 growth=exponential scale=2 ratio=0.8)"), reply
-    assert client.cmd("CREATE p growth=linear").startswith("CLIENT_ERROR filter exists")
+    assert reply == ("CLIENT_ERROR capacity: exists 1000, asked 10; filter exists with other "
+                     "parameters (capacity=1000 error=0.01 growth=exponential scale=2 "
+                     "ratio=0.8)"), reply
+    # The differing option first, whichever it is; the ones that match are not named.
+    assert client.cmd("CREATE p growth=linear").startswith(
+        "CLIENT_ERROR growth: exists exponential, asked linear; filter exists")
+    assert client.cmd("CREATE p capacity=1000 error=0.02").startswith(
+        "CLIENT_ERROR error: exists 0.01, asked 0.02;")
+    assert client.cmd("CREATE p scale=4").startswith("CLIENT_ERROR scale: exists 2, asked 4;")
+    assert client.cmd("CREATE p ratio=0.5").startswith("CLIENT_ERROR ratio: exists 0.8, asked 0.5;")
+    assert client.cmd("CREATE p kind=expandable").startswith(
+        "CLIENT_ERROR kind: exists blocked, asked expandable;")
     assert client.block("INFO p")[1] == "STAT capacity 1000"
 
 

@@ -63,19 +63,22 @@ def unwritable_dir():
     anywhere). Otherwise: a 0555 directory of our own.
     """
     top = Path(tempfile.mkdtemp(prefix="bloomd-unwritable-"))
-    os.chmod(top, 0o755)
     data = top / "data"
-    data.mkdir()
-    user = None
-    if os.geteuid() == 0:
-        user = nobody_user()
-    else:
-        os.chmod(data, 0o555)
-        if os.access(data, os.W_OK):
-            pytest.skip("0555 does not stop this user writing (CAP_DAC_OVERRIDE?)")
-    yield data, user
-    os.chmod(data, 0o755)
-    shutil.rmtree(top)
+    try:  # removed also when a check below skips
+        os.chmod(top, 0o755)
+        data.mkdir()
+        user = None
+        if os.geteuid() == 0:
+            user = nobody_user()
+        else:
+            os.chmod(data, 0o555)
+            if os.access(data, os.W_OK):
+                pytest.skip("0555 does not stop this user writing (CAP_DAC_OVERRIDE?)")
+        yield data, user
+    finally:
+        if data.exists():
+            os.chmod(data, 0o755)
+        shutil.rmtree(top)
 
 
 def test_unwritable_data_dir_stops_startup(unwritable_dir):

@@ -31,7 +31,8 @@ def test_expandable_end_to_end(client):
     assert client.cmd("UNION b e").startswith("CLIENT_ERROR")
     assert client.cmd("INTERSECT e2 e").startswith("CLIENT_ERROR")
     assert client.cmd("CREATE e kind=expandable capacity=1000") == "EXISTS"
-    assert client.cmd("CREATE e kind=blocked").startswith("CLIENT_ERROR filter exists")
+    assert client.cmd("CREATE e kind=blocked").startswith(
+        "CLIENT_ERROR kind: exists expandable, asked blocked; filter exists")
 
 
 def test_delete_survives_kill9(daemon_factory):

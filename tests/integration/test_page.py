@@ -6,6 +6,7 @@ Skips, saying why, only if chromium cannot start."""
 
 import html.parser
 import json
+import re
 import shutil
 import subprocess
 import urllib.parse
@@ -103,6 +104,10 @@ def test_page_renders_filters(daemon_factory, browser):
         assert dom.filters[name]["name_text"] == name
         assert dom.filters[name]["stages"] == n
     assert "never says" in r.stdout and "absent" in r.stdout
+    # One capacity: a windowed filter shows the one it was created with (per window).
+    caps = dict(re.findall(r'data-name="(\w+)".*?data-capacity="(\d+)"', r.stdout, re.S))
+    assert caps["win"] == "3000" and caps["plain"] == "100000", caps
+    assert "capacity per window" in r.stdout
 
 
 def test_page_explains_a_key(daemon_factory, browser):

@@ -149,15 +149,17 @@ def readonly_dir(tmp_path):
     """A data dir holding a valid snapshot and a stale tmp, that bloomd's user cannot
     write: root-owned 0755 with bloomd as `nobody` (root writes anywhere), else 0555."""
     top = Path(tempfile.mkdtemp(prefix="bloomd-readonly-"))
-    os.chmod(top, 0o755)
     data = top / "data"
-    user = None
-    if os.geteuid() == 0:
-        user = nobody_user()
-    yield top, data, user
-    if data.exists():
-        os.chmod(data, 0o755)
-    shutil.rmtree(top)
+    try:  # removed also when a check below skips
+        os.chmod(top, 0o755)
+        user = None
+        if os.geteuid() == 0:
+            user = nobody_user()
+        yield top, data, user
+    finally:
+        if data.exists():
+            os.chmod(data, 0o755)
+        shutil.rmtree(top)
 
 
 def test_readonly_data_dir_with_stale_tmp(daemon_factory, readonly_dir):

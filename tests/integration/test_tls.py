@@ -62,8 +62,11 @@ def tls_daemon(daemon_factory, crt, key, ca_file=None):
         args += ["--tls-ca-file", str(ca_file)]
     d = daemon_factory(args)
     deadline = time.monotonic() + 10
-    while ":%d (bloomd" % port not in d.log() and time.monotonic() < deadline:
+    while ":%d (TLS bloomd" % port not in d.log() and time.monotonic() < deadline:
         time.sleep(0.02)
+    # The listener's own line says TLS; the plain one does not.
+    assert "listening on 127.0.0.1:%d (TLS bloomd protocol)" % port in d.log(), d.log()
+    assert "(bloomd protocol)" in d.log()
     return d, port
 
 
@@ -226,7 +229,7 @@ def test_tls_with_auth(daemon_factory, ca, tmp_path):
     d = daemon_factory(["--tls-port", str(port), "--tls-cert-file", str(crt), "--tls-key-file",
                         str(key), "--auth-token-file", str(tok)])
     deadline = time.monotonic() + 10
-    while ":%d (bloomd" % port not in d.log() and time.monotonic() < deadline:
+    while ":%d (TLS bloomd" % port not in d.log() and time.monotonic() < deadline:
         time.sleep(0.02)
     c = TLSClient(port, context(ca))
     assert c.cmd("LIST") == "CLIENT_ERROR authentication required"
@@ -283,7 +286,7 @@ def test_idle_timeout_over_tls(daemon_factory, ca):
     d = daemon_factory(["--tls-port", str(port), "--tls-cert-file", str(crt), "--tls-key-file",
                         str(key), "--idle-timeout", "1"])
     deadline = time.monotonic() + 10
-    while ":%d (bloomd" % port not in d.log() and time.monotonic() < deadline:
+    while ":%d (TLS bloomd" % port not in d.log() and time.monotonic() < deadline:
         time.sleep(0.02)
     idle = TLSClient(port, context(ca))
     busy = TLSClient(port, context(ca))

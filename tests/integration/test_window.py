@@ -3,9 +3,13 @@ present before the window ends, gone by window*g/(g-1) plus a rotation tick, the
 across kill -9 (after FLUSH) and SIGTERM; INFO, LIST, refused set operations, CREATE
 mismatch. Every wait is bounded."""
 
+import json
+import socket
 import time
 
 import pytest
+
+from httputil import free_port, http_daemon, request
 
 KEYS = ["k%d" % i for i in range(200)]
 OTHER = ["o%d" % i for i in range(2000)]
@@ -59,9 +63,50 @@ def test_info_list_and_refusals(client):
     assert client.cmd("UNION w p").startswith("CLIENT_ERROR")
     assert client.cmd("UNION p w").startswith("CLIENT_ERROR")
     assert client.cmd("CREATE w window=1h generations=4") == "EXISTS"
-    assert client.cmd("CREATE w window=2h").startswith("CLIENT_ERROR filter exists")
-    assert client.cmd("CREATE p window=1h").startswith("CLIENT_ERROR filter exists")
+    reply = client.cmd("CREATE w window=2h")
+    assert reply == ("CLIENT_ERROR window: exists 1h, asked 2h; filter exists with other "
+                     "parameters (capacity=10000 error=0.01 growth=exponential scale=2 ratio=0.5 "
+                     "window=1h generations=4)"), reply
+    assert client.cmd("CREATE w window=1h generations=3").startswith(
+        "CLIENT_ERROR generations: exists 4, asked 3;")
+    assert client.cmd("CREATE w window=60m capacity=5").startswith(
+        "CLIENT_ERROR capacity: exists 10000, asked 5;")  # 60m is 1h: the window matches
+    # Over a plain filter, the README's case: window is named, and the filter has none.
+    assert client.cmd("CREATE p window=1h").startswith(
+        "CLIENT_ERROR window: exists without, asked 1h; filter exists")
+    assert client.cmd("CREATE w kind=blocked").startswith(
+        "CLIENT_ERROR kind: exists window, asked blocked;")
     assert client.cmd("CREATE x window=1h kind=expandable").startswith("CLIENT_ERROR")
+
+
+def test_one_capacity_everywhere(daemon_factory, tmp_path):
+    """The capacity the user gave (keys per window) is the one INFO, LIST, /api, /metrics
+    and a template-made filter show; per-generation figures are named as such."""
+    conf = tmp_path / "bloomd.conf"
+    conf.write_text("[filter clicks*]\ncapacity = 10M\nerror = 0.001\nwindow = 1h\n"
+                    "generations = 4\n")
+    mc = free_port()
+    d, hp = http_daemon(daemon_factory, args=["--config", str(conf), "--memcache-port", str(mc)])
+    with socket.create_connection(("127.0.0.1", mc), timeout=10) as s:  # first use: template
+        s.sendall(b"add clicks:u1 0 0 1\r\n1\r\n")
+        assert s.recv(64) == b"STORED\r\n"
+    with d.client() as c:
+        assert c.cmd("CREATE w window=1h generations=4 capacity=100000") == "CREATED"
+        for name, cap in (("w", 100000), ("clicks", 10000000)):
+            info = c.stats("INFO " + name)
+            assert int(info["capacity"]) == cap, info
+            assert "total_capacity" not in info, info
+            assert int(info["generation_capacity"]) == -(-cap // 3), info  # g - 1 = 3 spans
+            assert int(info["gen0_capacity"]) >= int(info["generation_capacity"]), info
+            row = c.block("LIST " + name)[0].split()
+            assert row[1] == name and int(row[4]) == cap, row
+            st, _, body = request(hp, "/api/filters/" + name)
+            assert st == 200 and json.loads(body)["capacity"] == cap, body[:300]
+        st, _, body = request(hp, "/api/filters")
+        caps = {f["name"]: f["capacity"] for f in json.loads(body)["filters"]}
+        assert caps == {"w": 100000, "clicks": 10000000}, caps
+        st, _, body = request(hp, "/metrics")
+        assert b'bloomd_filter_capacity{filter="w"} 100000' in body
 
 
 @pytest.mark.parametrize("how", ["kill", "term"])

@@ -184,3 +184,22 @@ def test_windowed_filter(client: Client) -> None:
     assert row.name == "win" and row.window == 3600.0
     assert client.create("plain") is True
     assert [r.window for r in client.list("plain")] == [None]
+
+
+def test_delete_from_an_expandable_filter(client: Client, fname: str) -> None:
+    assert client.create(fname, kind="expandable", capacity=1000, error=0.01) is True
+    assert client.info(fname)["capacity"] == 1000
+    keys = ["k%d" % i for i in range(500)]
+    assert client.add(fname, keys) == 500
+    assert client.delete(fname, keys[:200]) == 200       # spans lines like add()
+    assert client.delete(fname, "k200") == 1
+    got = client.check(fname, keys)
+    assert got[201:] == [True] * 299                      # no false negatives for the rest
+    assert sum(got[:201]) <= 5                            # gone, barring false positives
+    assert client.delete(fname, []) == 0
+    client.create(fname + "-blocked")
+    with pytest.raises(ClientError) as exc:
+        client.delete(fname + "-blocked", "k")
+    assert "expandable" in exc.value.message
+    with pytest.raises(NotFound):
+        client.delete("no-such-filter", "k")

@@ -62,3 +62,14 @@ def test_rendezvous_moves_few_keys_when_servers_change() -> None:
     # Removing one moves only that server's keys.
     two = _owners(three[:2], keys)
     assert all(t == b for b, t in zip(before, two) if b != three[2])
+
+
+def test_sharded_delete(make_daemon: Callable[..., Daemon], fname: str) -> None:
+    daemons = [make_daemon() for _ in range(2)]
+    keys = ["user-%d" % i for i in range(2000)]
+    with ShardedClient([d.url for d in daemons]) as sc:
+        assert sc.create(fname, kind="expandable", capacity=5000) is True
+        assert sc.add(fname, keys) == 2000
+        assert sc.delete(fname, keys[:1000]) == 1000     # each key on its own server
+        assert sc.check(fname, keys[1000:]) == [True] * 1000
+        assert sum(sc.check(fname, keys[:1000])) <= 20

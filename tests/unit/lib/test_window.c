@@ -695,13 +695,21 @@ static void test_kind_table(void **state)
     struct fields fl = {0};
     k->fields(f, field, &fl);
     const char *want[] = {
-        "window",     "generations", "generation_span", "capacity",         "error",
-        "growth",     "scale",       "ratio",           "live_generations", "total_capacity",
-        "bytes",      "items",       "estimated_items", "estimated_error",  "gen0_start",
-        "gen0_items", "gen0_bytes",  "gen1_start",      "gen1_items",       "gen1_bytes"};
-    assert_int_equal(fl.n, 20);
-    for (int i = 0; i < 20; i++)
+        "window",     "generations",  "generation_span", "capacity",        "generation_capacity",
+        "error",      "growth",       "scale",           "ratio",           "live_generations",
+        "bytes",      "items",        "estimated_items", "estimated_error", "gen0_start",
+        "gen0_items", "gen0_bytes",   "gen0_capacity",   "gen1_start",      "gen1_items",
+        "gen1_bytes", "gen1_capacity"};
+    size_t nwant = sizeof want / sizeof want[0];
+    assert_int_equal(fl.n, nwant);
+    for (size_t i = 0; i < nwant; i++)
         assert_string_equal(fl.names[i], want[i]);
+    /* One capacity, the one given (per window), in INFO and in the kind's info (LIST,
+     * /api, the page); per-generation figures are named so. */
+    assert_int_equal(info.capacity, field_u(&fl, "capacity"));
+    assert_int_equal(info.capacity, 3000);
+    assert_int_equal(field_u(&fl, "generation_capacity"), 1000); /* g = 4: 3000 / (g - 1) */
+    assert_true(field_u(&fl, "gen0_capacity") >= field_u(&fl, "generation_capacity"));
     assert_int_equal(field_u(&fl, "window"), 60000);
     assert_int_equal(field_u(&fl, "generation_span"), 20000);
     assert_int_equal(field_u(&fl, "gen0_start"), T0 + 20000);

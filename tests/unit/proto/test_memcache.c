@@ -82,6 +82,10 @@ static const struct mcase cases[] = {
     PLAIN("version\r\n", 0, MC_CMD_VERSION),
     PLAIN("stats\r\n", 0, MC_CMD_STATS),
     PLAIN("quit\n", 0, MC_CMD_QUIT),
+    /* memcached 1.6 answers version and quit whatever follows (memccapable checks it). */
+    PLAIN("version foo bar\r\n", 0, MC_CMD_VERSION),
+    PLAIN("version noreply\r\n", 0, MC_CMD_VERSION),
+    PLAIN("quit foo\r\n", 0, MC_CMD_QUIT),
     PLAIN("verbosity 1\r\n", 0, MC_CMD_VERBOSITY),
     PLAIN("verbosity 0 noreply\r\n", F_NOREPLY, MC_CMD_VERBOSITY),
     PLAIN("flush_all\r\n", 0, MC_CMD_FLUSH_ALL),
@@ -149,7 +153,7 @@ static const struct mcase cases[] = {
     ERR("flush_all 10\r\n", 0, MC_ERR_REFUSED, LINE, "10"),
     ERR("flush_all 1 2\r\n", 0, MC_ERR_FORMAT, LINE, "2"),
     ERR("flush_all x\r\n", 0, MC_ERR_FORMAT, LINE, "x"),
-    ERR("version x\r\n", 0, MC_ERR_FORMAT, LINE, "x"),
+    ERR("stats noreply\r\n", 0, MC_ERR_FORMAT, LINE, "noreply"),
     ERR("stats items\r\n", 0, MC_ERR_FORMAT, LINE, "items"),
     ERR("mn x\r\n", 0, MC_ERR_FORMAT, LINE, "x"),
     ERR("verbosity\r\n", 0, MC_ERR_FORMAT, LINE, NULL),
@@ -744,7 +748,9 @@ static void test_format_parse_errors(void **state)
     expect_error_reply("stats cachedump 1 0\r\n", 0,
                        "CLIENT_ERROR stats takes no group: a Bloom filter has no items, slabs or "
                        "keys to list 'cachedump'\r\n");
-    expect_error_reply("version x\r\n", 0,
+    expect_error_reply("stats noreply\r\n", 0,
+                       "CLIENT_ERROR bad command line format: stats has no noreply 'noreply'\r\n");
+    expect_error_reply("mn x\r\n", 0,
                        "CLIENT_ERROR bad command line format: too many arguments 'x'\r\n");
     expect_error_reply("delete k\r\n", 0,
                        "CLIENT_ERROR delete is not supported: a Bloom filter cannot forget one key "

@@ -236,6 +236,26 @@ class Client:
         self._batch(b"ADD", name, encoded, on_reply, resend=True)
         return added[0]
 
+    def delete(self, name: str, keys: Keys) -> int:
+        """Removes one key or an iterable of keys from an expandable filter
+        (create(kind="expandable")); returns how many were removed. Any other kind raises
+        ClientError. Delete only keys you added: a key never added can share a fingerprint
+        with one that was, which then reads absent. Not resent if the connection breaks
+        after sending (a second removal could take another key's fingerprint)."""
+        return self._delete_encoded(name, self.encode_keys(_key_list(keys)[1]))
+
+    def _delete_encoded(self, name: str, encoded: List[bytes]) -> int:
+        removed = [0]
+
+        def on_reply(reply: bytes, count: int) -> None:
+            word, _, n = reply.partition(b" ")
+            if word != b"REMOVED" or not n.isdigit() or int(n) > count:
+                raise ProtocolError("unexpected DELETE reply %r" % reply[:80])
+            removed[0] += int(n)
+
+        self._batch(b"DELETE", name, encoded, on_reply, resend=False)
+        return removed[0]
+
     @overload  # a str is also an Iterable[str]: the single-key form wins
     def check(self, name: str, keys: Key) -> bool: ...  # type: ignore[misc]
     @overload

@@ -128,6 +128,15 @@ class ShardedClient:
 
         return sum(self._run([(self.shards[s], job(ks)) for s, (_, ks) in parts.items()]))
 
+    def delete(self, name: str, keys: Keys) -> int:
+        """Client.delete() on the server of each key; the keys removed in all."""
+        _, parts = self._split(_key_list(keys)[1])
+
+        def job(chunk: List[bytes]) -> Callable[[Client], int]:
+            return lambda c: c._delete_encoded(name, chunk)
+
+        return sum(self._run([(self.shards[s], job(ks)) for s, (_, ks) in parts.items()]))
+
     @overload  # a str is also an Iterable[str]: the single-key form wins
     def check(self, name: str, keys: Key) -> bool: ...  # type: ignore[misc]
     @overload
