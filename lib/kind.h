@@ -95,7 +95,7 @@ struct kind_probe {
 typedef void (*kind_probe_fn)(void *ctx, const struct kind_probe *probe);
 
 struct kind_ops {
-    const char *name; /* "sbf": shown by INFO as kind */
+    const char *name; /* "blocked": the name CREATE's kind= takes and the pages show */
     uint32_t tag;     /* the snapshot container's kind tag; unique, never reused */
 
     /* Sets the kind's own defaults in p before the caller applies the options it was given

@@ -192,7 +192,7 @@ static void k_explain(const void *f, struct sbf_hash h, kind_probe_fn fn, void *
 }
 
 const struct kind_ops kind_sbf = {
-    .name = "sbf",
+    .name = "blocked",
     .tag = KIND_TAG_SBF,
     .create = k_create,
     .create_like = k_create_like,

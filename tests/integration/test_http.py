@@ -100,7 +100,7 @@ def test_metrics_match_stats(daemon_factory):
         assert sample(fams, "bloomd_filter_stages", filter=name) == int(info[name]["stages"])
         assert sample(fams, "bloomd_filter_promised_fpr_ratio", filter=name) == float(
             info[name]["error"])
-        assert sample(fams, "bloomd_filter_info", filter=name, kind="sbf") == 1
+        assert sample(fams, "bloomd_filter_info", filter=name, kind="blocked") == 1
         # Per filter: new keys are its items; new + seen is every key written to it.
         assert sample(fams, "bloomd_keys", filter=name, result="new") == int(info[name]["items"])
     new = sum(sample(fams, "bloomd_keys", filter=n, result="new") for n in ("small", "wide"))
@@ -136,6 +136,7 @@ def test_api_json(daemon_factory):
         assert data["server"]["phase"] == "ready"
         assert [f["name"] for f in data["filters"]] == ["small", "wide"]
         small = data["filters"][0]
+        assert small["kind"] == "blocked"
         info = c.stats("INFO small")
         assert len(small["parts"]) == int(info["stages"])
         assert sum(p["items"] for p in small["parts"]) == int(info["items"])
