@@ -28,6 +28,7 @@ struct worker;
 struct stats;
 struct durable;
 struct setop;
+struct figures;
 
 /* Where the process is in its life: /readyz and systemd's READY=1 follow it. */
 enum server_phase {
@@ -58,6 +59,8 @@ struct server {
     bool protect;            /* protected mode: refuse clients that are not on loopback */
     struct tls *tls;         /* the TLS listener's context; NULL when tls_port is 0 */
     struct setop *setops;    /* background UNION/INTERSECTs under way (setop.c) */
+    struct figures *figures; /* per-filter samples and cached popcounts (store/figures.h);
+                                NULL before server_run (unit tests) */
 };
 
 #endif

@@ -491,19 +491,6 @@ static void cmd_clear(struct server *srv, const struct proto_request *req, struc
         result_set(res, RESULT_OK, NULL);
 }
 
-/* kind_field_fn into a result. */
-static void add_field(void *ctx, const char *name, enum kind_field_type type, uint64_t u, double d,
-                      const char *s)
-{
-    struct result *res = ctx;
-    if (type == KIND_FIELD_U64)
-        result_field_u64(res, name, u);
-    else if (type == KIND_FIELD_DOUBLE)
-        result_field_double(res, name, d);
-    else
-        result_field_str(res, name, s, strlen(s));
-}
-
 static void cmd_info(struct server *srv, const struct proto_request *req, struct result *res)
 {
     struct filter *f = cmdlib_lookup(srv, req->name);
@@ -511,10 +498,7 @@ static void cmd_info(struct server *srv, const struct proto_request *req, struct
         cmdlib_not_found(res, req->name);
         return;
     }
-    result_field_str(res, "name", f->name, f->name_len);
-    f->ops->fields(f->obj, add_field, res);
-    int64_t saved = atomic_load_explicit(&f->saved_at, memory_order_relaxed);
-    result_field_u64(res, "snapshot_time", (uint64_t)saved);
+    stats_info(srv, f, res);
     filter_unref(f);
 }
 
@@ -610,8 +594,7 @@ static int cmd_flush(struct server *srv, const struct proto_request *req, struct
 
 static void cmd_stats(struct server *srv, struct result *res)
 {
-    res->status = RESULT_FIELDS;
-    stats_visit(srv, add_field, res);
+    stats_result(srv, res);
 }
 
 int commands_autocreate(struct server *srv, struct stats *st, struct proto_slice name,
