@@ -102,11 +102,13 @@ static void k_info(const void *f, struct kind_info *out)
     out->capacity = info.capacity;
     out->error = expandable_params(f)->error;
     out->header = info.header;
+    out->est_error = info.error_bound;
 }
 
 /* INFO's fields, in this order. */
-static void k_fields(const void *f, kind_field_fn fn, void *ctx)
+static void k_fields(const void *f, const struct sbf_estimate *est, kind_field_fn fn, void *ctx)
 {
+    (void)est; /* every figure here is cheap */
     const struct expandable_params *p = expandable_params(f);
     struct expandable_info i;
     expandable_info(f, &i);

@@ -40,6 +40,8 @@ struct kind_info {
     uint64_t capacity;  /* keys it holds now at its promised error */
     double error;       /* the promised false-positive rate */
     uint64_t header;    /* bytes of the filter's own structures besides its bits (headers) */
+    double est_error;   /* the rate now if the kind knows it cheaply (expandable's bound);
+                           NaN for a kind that counts bits for it (kind_ops.estimate) */
 };
 
 /* A value of a kind-specific figure, for INFO and the metrics pages. */
@@ -96,7 +98,7 @@ struct kind_probe {
 typedef void (*kind_probe_fn)(void *ctx, const struct kind_probe *probe);
 
 struct kind_ops {
-    const char *name; /* "sbf", "window", "expandable": the library's name for the kind */
+    const char *name; /* "blocked": the name CREATE's kind= takes and the pages show */
     uint32_t tag;     /* the snapshot container's kind tag; unique, never reused */
 
     /* Sets the kind's own defaults in p before the caller applies the options it was given
@@ -159,8 +161,15 @@ struct kind_ops {
     /* The parameters f was created with (now_ms: its creation time, or 0 if unknown). */
     void (*params)(const void *f, struct kind_params *out);
     void (*info)(const void *f, struct kind_info *out);
-    /* Walks the kind's own figures (parameters, stages, estimates) in a fixed order. */
-    void (*fields)(const void *f, kind_field_fn fn, void *ctx);
+    /*
+     * Walks the kind's own figures (parameters, stages, estimates) in a fixed order. Cheap:
+     * the popcount figures shown (estimated_items, estimated_error) are est's, NaN when est
+     * is NULL; a kind without estimate() ignores est.
+     */
+    void (*fields)(const void *f, const struct sbf_estimate *est, kind_field_fn fn, void *ctx);
+    /* The popcount estimates fields() shows: O(filter bytes), so off the event loop unless
+     * the filter is small. NULL for a kind whose figures are all cheap. */
+    void (*estimate)(const void *f, struct sbf_estimate *out);
     int (*verify)(const void *f); /* 0 or SBF_ECORRUPT; for tests */
 
     /* Codec of the kind's payload, inside the snapshot container (see container.h). */

@@ -2,6 +2,7 @@
  * sbf_kind.c - the scalable Bloom filter (sbf.h) behind the kind_ops table of kind.h.
  * Thin adapters only: every rule lives in sbf.c and codec.c.
  */
+#include <math.h>
 #include <string.h>
 
 #include "lib/kind.h"
@@ -100,16 +101,16 @@ static void k_info(const void *f, struct kind_info *out)
     out->capacity = info.capacity;
     out->error = sbf_params(f)->error;
     out->header = info.header;
+    out->est_error = NAN;
 }
 
 /* INFO's fields of a plain filter, in the order INFO has always listed them. */
-static void k_fields(const void *f, kind_field_fn fn, void *ctx)
+static void k_fields(const void *f, const struct sbf_estimate *e, kind_field_fn fn, void *ctx)
 {
     const struct sbf_params *p = sbf_params(f);
     struct sbf_info info;
-    struct sbf_estimate est;
+    struct sbf_estimate est = e != NULL ? *e : (struct sbf_estimate){NAN, NAN};
     sbf_info(f, &info);
-    sbf_estimate(f, &est);
     fn(ctx, "capacity", KIND_FIELD_U64, p->capacity, 0, NULL);
     fn(ctx, "error", KIND_FIELD_DOUBLE, 0, p->error, NULL);
     fn(ctx, "growth", KIND_FIELD_STR, 0, 0,
@@ -122,6 +123,11 @@ static void k_fields(const void *f, kind_field_fn fn, void *ctx)
     fn(ctx, "items", KIND_FIELD_U64, info.items, 0, NULL);
     fn(ctx, "estimated_items", KIND_FIELD_DOUBLE, 0, est.items, NULL);
     fn(ctx, "estimated_error", KIND_FIELD_DOUBLE, 0, est.error, NULL);
+}
+
+static void k_estimate(const void *f, struct sbf_estimate *out)
+{
+    sbf_estimate(f, out);
 }
 
 static int k_verify(const void *f)
@@ -192,7 +198,7 @@ static void k_explain(const void *f, struct sbf_hash h, kind_probe_fn fn, void *
 }
 
 const struct kind_ops kind_sbf = {
-    .name = "sbf",
+    .name = "blocked",
     .tag = KIND_TAG_SBF,
     .create = k_create,
     .create_like = k_create_like,
@@ -211,6 +217,7 @@ const struct kind_ops kind_sbf = {
     .params = k_params,
     .info = k_info,
     .fields = k_fields,
+    .estimate = k_estimate,
     .verify = k_verify,
     .encode = k_encode,
     .encoded_size = k_encoded_size,

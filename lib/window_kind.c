@@ -4,6 +4,7 @@
  * are not defined for windows (generations of two filters cover different spans), so
  * they are NULL and the server refuses them.
  */
+#include <math.h>
 #include <string.h>
 
 #include "lib/kind.h"
@@ -100,6 +101,7 @@ static void k_info(const void *f, struct kind_info *out)
     out->capacity = window_params(f)->sbf.capacity;
     out->error = window_params(f)->sbf.error;
     out->header = info.header;
+    out->est_error = NAN;
 }
 
 /* Static names for the per-generation figures: kind_field_fn wants static names. */
@@ -121,14 +123,13 @@ static const char *const gen_names[WINDOW_MAX_GENERATIONS][4] = {
  * and gen<i>_capacity (what generation i takes now at its share of the error, more once
  * it grew).
  */
-static void k_fields(const void *f, kind_field_fn fn, void *ctx)
+static void k_fields(const void *f, const struct sbf_estimate *e, kind_field_fn fn, void *ctx)
 {
     const struct window_params *p = window_params(f);
     struct window_info info;
-    struct sbf_estimate est;
+    struct sbf_estimate est = e != NULL ? *e : (struct sbf_estimate){NAN, NAN};
     struct window_gen gens[WINDOW_MAX_GENERATIONS];
     window_info(f, &info);
-    window_estimate(f, &est);
     uint32_t live = window_generations(f, gens);
     fn(ctx, "window", KIND_FIELD_U64, p->window_ms, 0, NULL);
     fn(ctx, "generations", KIND_FIELD_U64, p->generations, 0, NULL);
@@ -156,6 +157,11 @@ static void k_fields(const void *f, kind_field_fn fn, void *ctx)
         sbf_info(gens[i].sbf, &si);
         fn(ctx, gen_names[i][3], KIND_FIELD_U64, si.capacity, 0, NULL);
     }
+}
+
+static void k_estimate(const void *f, struct sbf_estimate *out)
+{
+    window_estimate(f, out);
 }
 
 static int k_verify(const void *f)
@@ -250,6 +256,7 @@ const struct kind_ops kind_window = {
     .params = k_params,
     .info = k_info,
     .fields = k_fields,
+    .estimate = k_estimate,
     .verify = k_verify,
     .encode = k_encode,
     .encoded_size = k_encoded_size,

@@ -456,36 +456,9 @@ void mc_reply_parse_error(struct proto_buf *b, int status, const struct mc_reque
     proto_reply_parse_error(b, PROTO_ERR_ARGS, &m->req);
 }
 
-const struct mc_stat_name mc_stat_names[] = {
-    {"pid", "pid"},
-    {"uptime", "uptime"},
-    {"time", "time"},
-    {"version", "version"},
-    {"threads", "threads"},
-    {"curr_connections", "curr_connections"},
-    {"total_connections", "total_connections"},
-    {"rejected_connections", "rejected_connections"},
-    {"cmd_get", "keys_checked"},
-    {"cmd_set", "keys_stored"},
-    {"get_hits", "keys_present"},
-    {"get_misses", "keys_absent"},
-    {"curr_items", "items"},
-    {"total_items", "keys_added"},
-    {"bytes_read", "bytes_read"},
-    {"bytes_written", "bytes_written"},
-    {"bytes", "memory_bytes"},
-    {"limit_maxbytes", "memory_limit"},
-};
-
-const size_t mc_stat_names_count = sizeof(mc_stat_names) / sizeof(mc_stat_names[0]);
-
-static bool str_eq(const char *a, const char *b)
+static void stat_line(struct proto_buf *b, const struct result_field *f)
 {
-    return a != NULL && b != NULL && strcmp(a, b) == 0;
-}
-
-static void stat_line(struct proto_buf *b, const char *name, const struct result_field *f)
-{
+    const char *name = f->alias != NULL ? f->alias : f->name;
     if (f->type == RESULT_U64)
         proto_reply_stat_u64(b, name, f->u);
     else if (f->type == RESULT_DOUBLE)
@@ -495,37 +468,12 @@ static void stat_line(struct proto_buf *b, const char *name, const struct result
                              (struct proto_slice){f->str, f->str != NULL ? strlen(f->str) : 0});
 }
 
-static const struct result_field *find_field(const struct result *r, const char *name)
-{
-    for (size_t i = 0; i < r->nfields; i++)
-        if (str_eq(r->fields[i].name, name))
-            return &r->fields[i];
-    return NULL;
-}
-
-/* True if a table row shows a field under `name`, or takes `name` as its source. */
-static bool name_taken(const struct result *r, const char *name)
-{
-    for (size_t i = 0; i < mc_stat_names_count; i++) {
-        if (str_eq(mc_stat_names[i].bloomd, name))
-            return true;
-        if (str_eq(mc_stat_names[i].memcached, name) && find_field(r, mc_stat_names[i].bloomd))
-            return true;
-    }
-    return false;
-}
-
-/* memcached's names first, in the table's order; then the rest under their own names. */
+/* Every field in order, under memcached's name where the server gave one. */
 static void format_stats(struct proto_buf *b, const struct result *r)
 {
-    for (size_t i = 0; i < mc_stat_names_count; i++) {
-        const struct result_field *f = find_field(r, mc_stat_names[i].bloomd);
-        if (f != NULL)
-            stat_line(b, mc_stat_names[i].memcached, f);
-    }
     for (size_t i = 0; i < r->nfields; i++)
-        if (r->fields[i].name != NULL && !name_taken(r, r->fields[i].name))
-            stat_line(b, r->fields[i].name, &r->fields[i]);
+        if (r->fields[i].name != NULL)
+            stat_line(b, &r->fields[i]);
     proto_reply_word(b, "END");
 }
 

@@ -132,7 +132,7 @@ void mc_reply_parse_error(struct proto_buf *b, int status, const struct mc_reque
  * Appends memcached's reply to the result of executing m (any command but get, which
  * goes through mc_get_*; a get is formatted here too if r holds one bit per key of the
  * whole line). add: bit 0 STORED, 1 NOT_STORED; set STORED; VERSION x; STAT lines and
- * END (names translated through mc_stat_names); OK; MN; RESULT_CLOSE nothing;
+ * END (a field shown under its alias when it has one); OK; MN; RESULT_CLOSE nothing;
  * RESULT_NOT_FOUND "CLIENT_ERROR no such filter"; errors as CLIENT_ERROR/SERVER_ERROR
  * <text>; a failed result "SERVER_ERROR out of memory". Nothing when m->noreply.
  */
@@ -158,19 +158,6 @@ bool mc_get_group(struct proto_buf *b, struct mc_get *g, const struct mc_request
 
 /* Appends END, unless an error replaced the reply. */
 void mc_get_end(struct proto_buf *b, const struct mc_get *g);
-
-/*
- * STATS names: a STATS result field named `bloomd` is shown as `memcached`. Fields not in
- * the table keep their own name (clients ignore names they do not know). The server
- * decides the values; PROTOCOL.md lists what each name must mean.
- */
-struct mc_stat_name {
-    const char *memcached; /* the name memcached clients and dashboards know */
-    const char *bloomd;    /* the STATS result field it is taken from */
-};
-
-extern const struct mc_stat_name mc_stat_names[];
-extern const size_t mc_stat_names_count;
 
 /* memcached's words for a failed authentication and for a request before one. */
 #define MC_WHY_AUTH_FAILED "authentication failure"

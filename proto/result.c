@@ -191,6 +191,15 @@ void result_field_str(struct result *r, const char *name, const char *s, size_t 
         f->str = c;
 }
 
+void result_field_alias(struct result *r, const char *alias)
+{
+    if (r->nfields == 0 || r->failed)
+        return; /* the field was not appended: r->failed reports it */
+    const char *c = copy(r, alias, strlen(alias));
+    if (c != NULL)
+        r->fields[r->nfields - 1].alias = c;
+}
+
 void result_row(struct result *r, const char *name, size_t len, uint64_t items, uint64_t bytes,
                 uint64_t capacity, double error, uint64_t window_ms)
 {

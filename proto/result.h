@@ -40,9 +40,10 @@ enum result_field_type {
     RESULT_STR,
 };
 
-/* One named figure. name and str point into the arena. */
+/* One named figure. name, alias and str point into the arena. */
 struct result_field {
     const char *name;
+    const char *alias; /* the name memcached's protocol shows instead, or NULL (STATS) */
     enum result_field_type type;
     uint64_t u;
     double d;
@@ -94,6 +95,9 @@ bool *result_add_bits(struct result *r, size_t n);
 void result_field_u64(struct result *r, const char *name, uint64_t v);
 void result_field_double(struct result *r, const char *name, double v);
 void result_field_str(struct result *r, const char *name, const char *s, size_t len);
+
+/* Gives the last field appended the alias memcached's stats shows it under (copied). */
+void result_field_alias(struct result *r, const char *alias);
 
 /* Appends a LIST row (status becomes RESULT_ROWS); name is copied. */
 void result_row(struct result *r, const char *name, size_t len, uint64_t items, uint64_t bytes,

@@ -29,6 +29,7 @@
 #include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
 #include "server/repl/repl.h"
+#include "server/store/figures.h"
 #include "server/store/registry.h"
 
 int server_init(struct server *srv, const struct config *cfg)
@@ -248,7 +249,7 @@ static void load_done(struct job *j)
     char status[96];
     snprintf(status, sizeof status, "serving %zu filters", registry_count(srv->reg));
     notify_ready(status);
-    http_server_ready(srv->http);
+    figures_tick(srv->figures);
     log_msg(LOG_INFO, "bloomd %s ready (data_dir %s, max_memory %llu bytes)", BLOOMD_VERSION,
             srv->cfg.data_dir, (unsigned long long)srv->budget.limit);
 }
@@ -270,6 +271,8 @@ int server_run(struct server *srv)
         snapshot_start(srv, w->base) != 0)
         return SERVER_EIO;
     if (install_signals(srv, w->base) != 0 || notify_start(srv, w->base) != 0)
+        return SERVER_EIO;
+    if ((srv->figures = figures_new(srv, w->base, srv->cfg.http_port != 0)) == NULL)
         return SERVER_EIO;
     if (srv->cfg.http_port != 0 && (srv->http = http_start(srv, w->base)) == NULL)
         return SERVER_EIO;
@@ -303,7 +306,8 @@ void server_destroy(struct server *srv)
     jobs_stop_lanes(srv->lanes);
     durable_stop(srv);
     notify_stop();
-    http_free(srv->http); /* after the job thread: a figures job may hold its pointer */
+    http_free(srv->http);
+    figures_free(srv->figures); /* after the job thread: a figures job may hold its pointer */
     if (srv->drained != NULL)
         event_free(srv->drained);
     if (srv->worker != NULL)

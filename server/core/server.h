@@ -31,6 +31,7 @@ struct setop;
 struct mutate_watch;
 struct mutate_propagate;
 struct repl;
+struct figures;
 
 /* Where the process is in its life: /readyz and systemd's READY=1 follow it. */
 enum server_phase {
@@ -92,6 +93,8 @@ struct server {
     struct server_repl repl;           /* role and figures (server/repl/ fills them) */
     struct repl *replication;          /* the primary's feeds and the replica's link; or NULL */
     char repl_token[CONFIG_TOKEN_MAX]; /* the token a replica sends its primary ("" = none) */
+    struct figures *figures; /* per-filter samples and cached popcounts (store/figures.h);
+                                NULL before server_run (unit tests) */
 };
 
 #endif

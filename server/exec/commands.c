@@ -77,8 +77,8 @@ static void exists(struct result *res, const struct filter *f, const struct kind
         dur[1] = p->window_ms;
     } else if ((set & PROTO_OPT_KIND) && f->ops != want) {
         opt = "kind";
-        snprintf(had, sizeof had, "%s", kinds_name(f->ops));
-        snprintf(asked, sizeof asked, "%s", kinds_name(want));
+        snprintf(had, sizeof had, "%s", f->ops->name);
+        snprintf(asked, sizeof asked, "%s", want->name);
     } else if ((set & PROTO_OPT_CAPACITY) && have.sbf.capacity != p->sbf.capacity) {
         opt = "capacity";
         snprintf(had, sizeof had, "%llu", (unsigned long long)have.sbf.capacity);
@@ -136,7 +136,7 @@ static void exists(struct result *res, const struct filter *f, const struct kind
     if (windowed)
         snprintf(win, sizeof win, " window=%s generations=%u", hwin, (unsigned)have.generations);
     else if (f->ops != KINDS_DEFAULT)
-        snprintf(win, sizeof win, " kind=%s", kinds_name(f->ops));
+        snprintf(win, sizeof win, " kind=%s", f->ops->name);
     snprintf(msg, sizeof msg,
              "%s: exists %s, asked %s; filter exists with other parameters (capacity=%llu "
              "error=%s growth=%s scale=%s ratio=%s%s)",
@@ -374,19 +374,6 @@ static int cmd_clear(struct server *srv, const struct proto_request *req, struct
     return reply(srv, pos, res, later);
 }
 
-/* kind_field_fn into a result. */
-static void add_field(void *ctx, const char *name, enum kind_field_type type, uint64_t u, double d,
-                      const char *s)
-{
-    struct result *res = ctx;
-    if (type == KIND_FIELD_U64)
-        result_field_u64(res, name, u);
-    else if (type == KIND_FIELD_DOUBLE)
-        result_field_double(res, name, d);
-    else
-        result_field_str(res, name, s, strlen(s));
-}
-
 static void cmd_info(struct server *srv, const struct proto_request *req, struct result *res)
 {
     struct filter *f = cmdlib_lookup(srv, req->name);
@@ -394,10 +381,7 @@ static void cmd_info(struct server *srv, const struct proto_request *req, struct
         cmdlib_not_found(res, req->name);
         return;
     }
-    result_field_str(res, "name", f->name, f->name_len);
-    f->ops->fields(f->obj, add_field, res);
-    int64_t saved = atomic_load_explicit(&f->saved_at, memory_order_relaxed);
-    result_field_u64(res, "snapshot_time", (uint64_t)saved);
+    stats_info(srv, f, res);
     filter_unref(f);
 }
 
@@ -494,8 +478,7 @@ static int cmd_flush(struct server *srv, const struct proto_request *req, struct
 
 static void cmd_stats(struct server *srv, struct result *res)
 {
-    res->status = RESULT_FIELDS;
-    stats_visit(srv, add_field, res);
+    stats_result(srv, res);
 }
 
 int commands_autocreate(struct server *srv, struct stats *st, struct proto_slice name,

@@ -1,9 +1,11 @@
 /*
- * stats.c - the one list of the daemon's figures. Field names follow memcached where one
- * exists (uptime, curr_connections, total_connections) so existing dashboards read them.
+ * stats.c - gathers the rows of core/stat.h from their sources. Field names follow
+ * memcached where one exists (uptime, curr_connections, total_connections) so existing
+ * dashboards read them; the table says so per row.
  */
 #include "server/exec/stats.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,29 +14,14 @@
 #include "server/core/server.h"
 #include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
+#include "server/store/figures.h"
 #include "server/store/registry.h"
 
-static const char *const cmd_names[STATS_NCMD] = {
-    [PROTO_CMD_CREATE] = "cmd_create",   [PROTO_CMD_ADD] = "cmd_add",
-    [PROTO_CMD_CHECK] = "cmd_check",     [PROTO_CMD_CHECKADD] = "cmd_checkadd",
-    [PROTO_CMD_UNION] = "cmd_union",     [PROTO_CMD_INTERSECT] = "cmd_intersect",
-    [PROTO_CMD_INFO] = "cmd_info",       [PROTO_CMD_LIST] = "cmd_list",
-    [PROTO_CMD_DROP] = "cmd_drop",       [PROTO_CMD_CLEAR] = "cmd_clear",
-    [PROTO_CMD_FLUSH] = "cmd_flush",     [PROTO_CMD_STATS] = "cmd_stats",
-    [PROTO_CMD_VERSION] = "cmd_version", [PROTO_CMD_HELP] = "cmd_help",
-    [PROTO_CMD_QUIT] = "cmd_quit",       [PROTO_CMD_AUTH] = "cmd_auth",
-    [PROTO_CMD_DELETE] = "cmd_delete",
-};
-
-const char *stats_cmd_name(enum proto_cmd cmd)
-{
-    return cmd_names[cmd];
-}
-
-static void u64(kind_field_fn fn, void *ctx, const char *name, uint64_t v)
-{
-    fn(ctx, name, KIND_FIELD_U64, v, 0, NULL);
-}
+/* The cmd_* rows follow enum proto_cmd, so cmd[c] is row STAT_CMD_CREATE + c. */
+_Static_assert(STAT_CMD_DELETE - STAT_CMD_CREATE == PROTO_CMD_DELETE - PROTO_CMD_CREATE &&
+                   STAT_CMD_STATS - STAT_CMD_CREATE == PROTO_CMD_STATS - PROTO_CMD_CREATE &&
+                   STAT_CMD_INFO - STAT_CMD_CREATE == PROTO_CMD_INFO - PROTO_CMD_CREATE,
+               "the cmd_* rows of stat.h are in enum proto_cmd's order");
 
 /* Adds every counter of w into sum. */
 static void add_worker(struct stats *sum, const struct stats *w)
@@ -58,6 +45,30 @@ static void add_worker(struct stats *sum, const struct stats *w)
         sum->loop_max_stall_us = w->loop_max_stall_us;
 }
 
+static void workers(const struct server *srv, struct stat_values *out)
+{
+    struct stats s;
+    memset(&s, 0, sizeof s);
+    if (srv->counters != NULL)
+        add_worker(&s, srv->counters);
+    stat_set_u64(out, STAT_CURR_CONNECTIONS, s.conn_current);
+    stat_set_u64(out, STAT_TOTAL_CONNECTIONS, s.conn_total);
+    stat_set_u64(out, STAT_REJECTED_CONNECTIONS, s.conn_rejected);
+    stat_set_u64(out, STAT_SHED_CONNECTIONS, s.conn_shed);
+    stat_set_u64(out, STAT_COMMANDS, s.commands);
+    for (int c = 0; c < STATS_NCMD; c++)
+        stat_set_u64(out, (enum stat_id)(STAT_CMD_CREATE + c), s.cmd[c]);
+    stat_set_u64(out, STAT_PROTOCOL_ERRORS, s.errors);
+    stat_set_u64(out, STAT_KEYS_ADDED, s.keys_added);
+    stat_set_u64(out, STAT_KEYS_CHECKED, s.keys_checked);
+    stat_set_u64(out, STAT_KEYS_STORED, s.keys_stored);
+    stat_set_u64(out, STAT_KEYS_PRESENT, s.keys_present);
+    stat_set_u64(out, STAT_KEYS_ABSENT, s.keys_absent);
+    stat_set_u64(out, STAT_BYTES_READ, s.bytes_read);
+    stat_set_u64(out, STAT_BYTES_WRITTEN, s.bytes_written);
+    stat_set_u64(out, STAT_LOOP_MAX_STALL_US, s.loop_max_stall_us);
+}
+
 /* Keys held by every filter (each kind's cheap count). */
 static uint64_t total_items(const struct server *srv)
 {
@@ -76,47 +87,88 @@ static uint64_t total_items(const struct server *srv)
     return sum;
 }
 
-void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx)
+static void process(const struct server *srv, struct stat_values *out)
 {
-    struct stats s;
-    memset(&s, 0, sizeof s);
-    if (srv->counters != NULL)
-        add_worker(&s, srv->counters);
-    u64(fn, ctx, "pid", (uint64_t)getpid());
-    u64(fn, ctx, "uptime", (clock_mono_ns() - srv->started_ns) / 1000000000u);
-    u64(fn, ctx, "time", (uint64_t)(clock_wall_ms() / 1000));
-    fn(ctx, "version", KIND_FIELD_STR, 0, 0, BLOOMD_VERSION);
-    u64(fn, ctx, "threads", srv->counters != NULL ? 1 : 0);
-    u64(fn, ctx, "curr_connections", s.conn_current);
-    u64(fn, ctx, "total_connections", s.conn_total);
-    u64(fn, ctx, "rejected_connections", s.conn_rejected);
-    u64(fn, ctx, "shed_connections", s.conn_shed);
-    u64(fn, ctx, "commands", s.commands);
-    for (int c = 0; c < STATS_NCMD; c++)
-        u64(fn, ctx, cmd_names[c], s.cmd[c]);
-    u64(fn, ctx, "protocol_errors", s.errors);
-    u64(fn, ctx, "keys_added", s.keys_added);
-    u64(fn, ctx, "keys_checked", s.keys_checked);
-    u64(fn, ctx, "keys_stored", s.keys_stored);
-    u64(fn, ctx, "keys_present", s.keys_present);
-    u64(fn, ctx, "keys_absent", s.keys_absent);
-    u64(fn, ctx, "bytes_read", s.bytes_read);
-    u64(fn, ctx, "bytes_written", s.bytes_written);
-    u64(fn, ctx, "loop_max_stall_us", s.loop_max_stall_us);
-    u64(fn, ctx, "filters", registry_count(srv->reg));
-    u64(fn, ctx, "items", total_items(srv));
-    u64(fn, ctx, "memory_bytes", budget_used(&srv->budget));
-    u64(fn, ctx, "memory_filters", budget_part(&srv->budget, BUDGET_FILTERS));
-    u64(fn, ctx, "memory_filter_overhead", budget_part(&srv->budget, BUDGET_OVERHEAD));
-    u64(fn, ctx, "memory_connections", budget_part(&srv->budget, BUDGET_CONNECTIONS));
-    u64(fn, ctx, "memory_limit", srv->budget.limit);
+    stat_set_u64(out, STAT_PID, (uint64_t)getpid());
+    stat_set_u64(out, STAT_UPTIME, (clock_mono_ns() - srv->started_ns) / 1000000000u);
+    stat_set_u64(out, STAT_TIME, (uint64_t)(clock_wall_ms() / 1000));
+    stat_set_str(out, STAT_VERSION, BLOOMD_VERSION);
+    stat_set_u64(out, STAT_THREADS, srv->counters != NULL ? 1 : 0);
+    stat_set_u64(out, STAT_FILTERS, registry_count(srv->reg));
+    stat_set_u64(out, STAT_ITEMS, total_items(srv));
+}
+
+static void budget(const struct server *srv, struct stat_values *out)
+{
+    stat_set_u64(out, STAT_MEMORY_BYTES, budget_used(&srv->budget));
+    stat_set_u64(out, STAT_MEMORY_FILTERS, budget_part(&srv->budget, BUDGET_FILTERS));
+    stat_set_u64(out, STAT_MEMORY_FILTER_OVERHEAD, budget_part(&srv->budget, BUDGET_OVERHEAD));
+    stat_set_u64(out, STAT_MEMORY_CONNECTIONS, budget_part(&srv->budget, BUDGET_CONNECTIONS));
+    stat_set_u64(out, STAT_MEMORY_LIMIT, srv->budget.limit);
+}
+
+static void snapshots(const struct server *srv, struct stat_values *out)
+{
     struct snapshot_stats st;
     snapshot_get_stats(srv->snap, &st);
-    u64(fn, ctx, "snapshot_last_time", (uint64_t)st.last_time);
-    u64(fn, ctx, "snapshot_last_duration_ms", st.last_duration_ms);
-    u64(fn, ctx, "snapshot_last_bytes", st.last_bytes);
-    u64(fn, ctx, "snapshot_failures", st.failures);
-    u64(fn, ctx, "snapshots_written", st.written);
-    u64(fn, ctx, "snapshot_running", st.running);
-    durable_visit(srv, fn, ctx);
+    stat_set_u64(out, STAT_SNAPSHOT_LAST_TIME, (uint64_t)st.last_time);
+    stat_set_u64(out, STAT_SNAPSHOT_LAST_DURATION_MS, st.last_duration_ms);
+    stat_set_u64(out, STAT_SNAPSHOT_LAST_BYTES, st.last_bytes);
+    stat_set_u64(out, STAT_SNAPSHOT_FAILURES, st.failures);
+    stat_set_u64(out, STAT_SNAPSHOTS_WRITTEN, st.written);
+    stat_set_u64(out, STAT_SNAPSHOT_RUNNING, st.running);
+}
+
+void stats_gather(const struct server *srv, struct stat_values *out)
+{
+    memset(out, 0, sizeof *out);
+    process(srv, out);
+    workers(srv, out);
+    budget(srv, out);
+    snapshots(srv, out);
+    durable_visit(srv, out);
+}
+
+void stats_result(const struct server *srv, struct result *res)
+{
+    struct stat_values v;
+    stats_gather(srv, &v);
+    res->status = RESULT_FIELDS;
+    for (int i = 0; i < STAT_COUNT; i++) {
+        const struct stat_def *d = &stat_defs[i];
+        if (d->type == STAT_STR) {
+            const char *s = v.v[i].s != NULL ? v.v[i].s : "";
+            result_field_str(res, d->name, s, strlen(s));
+        } else {
+            result_field_u64(res, d->name, v.v[i].u);
+        }
+        if (d->mc != NULL)
+            result_field_alias(res, d->mc);
+    }
+}
+
+/* kind_field_fn into a result. */
+static void add_field(void *ctx, const char *name, enum kind_field_type type, uint64_t u, double d,
+                      const char *s)
+{
+    struct result *res = ctx;
+    if (type == KIND_FIELD_U64)
+        result_field_u64(res, name, u);
+    else if (type == KIND_FIELD_DOUBLE)
+        result_field_double(res, name, d);
+    else
+        result_field_str(res, name, s, strlen(s));
+}
+
+void stats_info(struct server *srv, const struct filter *f, struct result *res)
+{
+    figures_want(srv->figures, f); /* a big filter's next count, if its own is stale */
+    struct figures_row row;
+    figures_of(srv->figures, f, true, &row);
+    result_field_str(res, "name", f->name, f->name_len);
+    f->ops->fields(f->obj, row.has_estimate ? &row.est : NULL, add_field, res);
+    int64_t saved = atomic_load_explicit(&f->saved_at, memory_order_relaxed);
+    result_field_u64(res, "snapshot_time", (uint64_t)saved);
+    if (f->ops->estimate != NULL && row.has_estimate)
+        result_field_u64(res, "estimated_age_ms", (uint64_t)row.est_age_ms);
 }

@@ -1,17 +1,18 @@
 /*
  * stats.h - the daemon's figures as data. Counters live per worker and are only
- * updated by its thread; stats_visit() walks every figure of the process once, by name,
- * calling one callback per figure (memcached's server_stats(ADD_STAT, c) shape): STATS
- * renders them as STAT lines, and any other page (Prometheus) is another callback,
- * never a second list.
+ * updated by its thread; stats_gather() reads every figure of the process once into the
+ * rows of core/stat.h's table, asking each owning module for its own (memcached's
+ * server_stats shape). STATS and memcached's stats render them through stats_result();
+ * /metrics and /api walk the same rows: never a second list.
  */
 #ifndef BLOOMD_SERVER_STATS_H
 #define BLOOMD_SERVER_STATS_H
 
 #include <stdint.h>
 
-#include "lib/kind.h"
 #include "proto/request.h"
+#include "proto/result.h"
+#include "server/core/stat.h"
 
 #define STATS_NCMD (PROTO_CMD_DELETE + 1)
 
@@ -35,14 +36,28 @@ struct stats {
 
 struct server;
 
-/* The stat name of a command ("cmd_checkadd"). */
-const char *stats_cmd_name(enum proto_cmd cmd);
+/*
+ * Fills every row of out from its source (stat.h's source column): the process, the
+ * workers' counters (summed), the registry, the budget, the snapshotter and the journal.
+ * Runs on a worker's thread; O(filters).
+ */
+void stats_gather(const struct server *srv, struct stat_values *out);
 
 /*
- * Calls fn(ctx, name, ...) for every figure of STATS, in STATS's order: uptime, version,
- * connection and command counters (summed over the workers), filters, memory, then the
- * snapshotter's figures. Runs on a worker's thread.
+ * STATS as a result: one field per row in the table's order under its STATS name, with
+ * memcached's name as the field's alias where the row has one (proto/memcache.h shows
+ * that name).
  */
-void stats_visit(const struct server *srv, kind_field_fn fn, void *ctx);
+void stats_result(const struct server *srv, struct result *res);
+
+/*
+ * INFO of f as a result: name, the kind's fields, snapshot_time and, for a kind with
+ * popcount estimates, estimated_age_ms. The estimates are counted here for a filter of
+ * at most FIGURES_INLINE_BYTES (age 0) and come from the figures' cache for a bigger one
+ * (NaN, and no estimated_age_ms, until its first count has finished), so INFO never
+ * walks a big filter's bits on the loop. Loop thread.
+ */
+struct filter;
+void stats_info(struct server *srv, const struct filter *f, struct result *res);
 
 #endif

@@ -34,7 +34,6 @@
 struct http {
     struct server *srv;
     struct evhttp *evh;
-    struct figures *fg;
 };
 
 static void send_body(struct evhttp_request *req, int status, const char *type,
@@ -149,22 +148,23 @@ static void route(struct evhttp_request *req, void *arg)
     }
     int status;
     const char *type = "application/json";
-    figures_poke(h->fg);
+    struct figures *fg = srv->figures;
+    figures_poke(fg);
     static const char api[] = "/api/filters";
     if (is(uri, plen, "/metrics")) {
-        status = metrics_render(srv, h->fg, b);
+        status = metrics_render(srv, fg, b);
         type = "text/plain; version=0.0.4; charset=utf-8";
     } else if (is(uri, plen, "/api/plan")) {
         status = api_plan(srv, query, qlen, b);
     } else if (is(uri, plen, api) || is(uri, plen, "/api/filters/")) {
-        status = api_filters(srv, h->fg, b);
+        status = api_filters(srv, fg, b);
     } else if (plen > sizeof api && memcmp(uri, api, sizeof api - 1) == 0 &&
                uri[sizeof api - 1] == '/') {
         const char *name = uri + sizeof api;
         size_t nlen = plen - sizeof api;
         const char *slash = memchr(name, '/', nlen);
         if (slash == NULL)
-            status = api_filter(srv, h->fg, name, nlen, b);
+            status = api_filter(srv, fg, name, nlen, b);
         else if (is(slash, (size_t)(uri + plen - slash), "/key"))
             status = api_key(srv, name, (size_t)(slash - name), query, qlen, b);
         else
@@ -188,8 +188,7 @@ struct http *http_start(struct server *srv, struct event_base *base)
     }
     h->srv = srv;
     h->evh = evhttp_new(base);
-    h->fg = figures_new(srv, base);
-    if (h->evh == NULL || h->fg == NULL) {
+    if (h->evh == NULL) {
         log_msg(LOG_ERROR, "http: cannot create the HTTP server");
         goto fail;
     }
@@ -237,18 +236,11 @@ fail:
     return NULL;
 }
 
-void http_server_ready(struct http *h)
-{
-    if (h != NULL)
-        figures_tick(h->fg);
-}
-
 void http_free(struct http *h)
 {
     if (h == NULL)
         return;
     if (h->evh != NULL)
         evhttp_free(h->evh);
-    figures_free(h->fg);
     free(h);
 }

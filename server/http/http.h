@@ -3,8 +3,8 @@
  * GET /metrics (Prometheus text 0.0.4), /healthz (the loop answers), /readyz (200 once
  * loaded and listening, 503 while starting or stopping), /api/filters[/<name>[/key?k=]]
  * (JSON) and / (the live page, built into the binary). Read-only: no request adds,
- * clears or drops anything; nothing O(filter bytes) runs here (figures.h does that on
- * the job thread). Off unless http_port is set.
+ * clears or drops anything; nothing O(filter bytes) runs here (the server's figures.h
+ * does that on the job thread). Off unless http_port is set.
  */
 #ifndef BLOOMD_SERVER_HTTP_H
 #define BLOOMD_SERVER_HTTP_H
@@ -19,10 +19,7 @@ struct http;
  */
 struct http *http_start(struct server *srv, struct event_base *base);
 
-/* Samples the filters now (called when the server becomes ready). */
-void http_server_ready(struct http *h);
-
-/* Closes the socket and frees everything. After the job thread stopped. http_free(NULL) ok. */
+/* Closes the socket and frees everything. http_free(NULL) does nothing. */
 void http_free(struct http *h);
 
 #endif

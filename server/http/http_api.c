@@ -1,6 +1,6 @@
 /*
  * http_api.c - the JSON under /api: every filter with its parts and sample ring, one
- * filter with INFO's fields (cached by figures.h: INFO's estimates walk the bits), and
+ * filter with INFO's fields (the estimates cached by figures.h: they walk the bits), and
  * where a key falls (CHECK only: the kind's explain op reads, never adds). Names and
  * keys are validated as the text protocol does; every string is escaped.
  */
@@ -20,7 +20,9 @@
 #include "server/store/figures.h"
 #include "server/store/registry.h"
 
-void json_string(struct evbuffer *out, const char *s, size_t len)
+/* Appends s[0..len) as a JSON string, quotes included, every byte outside printable ASCII
+ * escaped as \u00XX. */
+static void json_string(struct evbuffer *out, const char *s, size_t len)
 {
     static const char hexd[] = "0123456789abcdef";
     evbuffer_add(out, "\"", 1);
@@ -45,7 +47,8 @@ void json_string(struct evbuffer *out, const char *s, size_t len)
     evbuffer_add(out, "\"", 1);
 }
 
-void json_number(struct evbuffer *out, double d)
+/* Appends d as a JSON number, or null when it is not finite. */
+static void json_number(struct evbuffer *out, double d)
 {
     if (isfinite(d))
         evbuffer_add_printf(out, "%.9g", d);
@@ -89,38 +92,53 @@ static void part_json(void *ctx, const struct kind_part *p)
     pj->n++;
 }
 
-/* One filter's object; with_info adds INFO's cached fields. */
+/* kind_field_fn into the members of a JSON object (after the first: each leads with ","). */
+static void field_json(void *ctx, const char *name, enum kind_field_type type, uint64_t u, double d,
+                       const char *s)
+{
+    struct parts_json *pj = ctx;
+    evbuffer_add_printf(pj->out, "%s", pj->n++ ? "," : "");
+    json_string(pj->out, name, strlen(name));
+    evbuffer_add(pj->out, ":", 1);
+    if (type == KIND_FIELD_U64)
+        evbuffer_add_printf(pj->out, "%llu", (unsigned long long)u);
+    else if (type == KIND_FIELD_DOUBLE)
+        json_number(pj->out, d);
+    else
+        json_string(pj->out, s, strlen(s));
+}
+
+/* One filter's object; with_info adds INFO's fields (the estimates from the cache). */
 static void filter_json(struct evbuffer *out, const struct filter *f, const struct figures *fg,
                         bool with_info)
 {
-    struct kind_info info = {0};
-    f->ops->info(f->obj, &info);
-    const struct figures_entry *e = figures_get(fg, f->name, f->name_len);
-    bool counted = e != NULL && e->counted_ms != 0 && e->obj == f->obj;
+    struct figures_row row;
+    figures_of(fg, f, false, &row);
+    const struct figures_entry *e = row.e;
     evbuffer_add_printf(out, "{\"name\":");
     json_string(out, f->name, f->name_len);
     evbuffer_add_printf(out, ",\"kind\":");
     json_string(out, f->ops->name, strlen(f->ops->name));
     evbuffer_add_printf(out, ",\"bytes\":%llu,\"items\":%llu,\"capacity\":%llu,\"error\":",
-                        (unsigned long long)info.bytes, (unsigned long long)info.items,
-                        (unsigned long long)info.capacity);
-    json_number(out, info.error);
+                        (unsigned long long)row.info.bytes, (unsigned long long)row.info.items,
+                        (unsigned long long)row.info.capacity);
+    json_number(out, row.info.error);
     evbuffer_add_printf(out, ",\"estimated_error\":");
-    if (counted && e->has_estimate)
-        json_number(out, e->est_error);
+    if (row.has_estimate)
+        json_number(out, row.est.error);
     else
         evbuffer_add(out, "null", 4);
     evbuffer_add_printf(out, ",\"figures_age_s\":");
-    if (counted)
+    if (row.counted)
         json_number(out, (double)(clock_wall_ms() - e->counted_ms) / 1000.0);
     else
         evbuffer_add(out, "null", 4);
     evbuffer_add_printf(out, ",\"parts\":[");
-    struct parts_json pj = {.out = out, .e = counted ? e : NULL};
+    struct parts_json pj = {.out = out, .e = row.counted ? e : NULL};
     if (f->ops->parts != NULL)
         f->ops->parts(f->obj, false, part_json, &pj);
     evbuffer_add_printf(out, "],\"samples\":[");
-    if (e != NULL) {
+    if (e != NULL && e->ring != NULL) {
         for (uint32_t i = 0; i < e->n; i++) {
             const struct figures_sample *s =
                 &e->ring[(e->head + FIGURES_RING - e->n + i) % FIGURES_RING];
@@ -130,26 +148,27 @@ static void filter_json(struct evbuffer *out, const struct filter *f, const stru
     }
     evbuffer_add(out, "]", 1);
     if (with_info) {
-        evbuffer_add_printf(out, ",\"info\":");
-        if (counted && e->info_json != NULL)
-            evbuffer_add_printf(out, "{%s}", e->info_json);
-        else
-            evbuffer_add(out, "null", 4);
+        evbuffer_add_printf(out, ",\"info\":{");
+        struct parts_json fj = {.out = out};
+        f->ops->fields(f->obj, row.has_estimate ? &row.est : NULL, field_json, &fj);
+        evbuffer_add(out, "}", 1);
     }
     evbuffer_add(out, "}", 1);
 }
 
-static void on_stat(void *ctx, const char *name, enum kind_field_type type, uint64_t u, double d,
-                    const char *s)
+/* The server's figures as members: each row of core/stat.h under its STATS name. */
+static void stats_json(struct evbuffer *out, const struct server *srv)
 {
-    struct evbuffer *out = ctx;
-    evbuffer_add_printf(out, ",\"%s\":", name);
-    if (type == KIND_FIELD_U64)
-        evbuffer_add_printf(out, "%llu", (unsigned long long)u);
-    else if (type == KIND_FIELD_DOUBLE)
-        json_number(out, d);
-    else
-        json_string(out, s, strlen(s));
+    struct stat_values v;
+    stats_gather(srv, &v);
+    for (int i = 0; i < STAT_COUNT; i++) {
+        evbuffer_add_printf(out, ",\"%s\":", stat_defs[i].name);
+        if (stat_defs[i].type == STAT_U64)
+            evbuffer_add_printf(out, "%llu", (unsigned long long)v.v[i].u);
+        else
+            json_string(out, v.v[i].s != NULL ? v.v[i].s : "",
+                        v.v[i].s != NULL ? strlen(v.v[i].s) : 0);
+    }
 }
 
 int api_filters(struct server *srv, const struct figures *fg, struct evbuffer *out)
@@ -161,7 +180,7 @@ int api_filters(struct server *srv, const struct figures *fg, struct evbuffer *o
         evbuffer_add_printf(out, "},\"filters\":[]}\n");
         return 200;
     }
-    stats_visit(srv, on_stat, out);
+    stats_json(out, srv);
     evbuffer_add_printf(out, "},\"filters\":[");
     struct filter **f;
     size_t n;

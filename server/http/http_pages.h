@@ -29,11 +29,4 @@ int api_key(struct server *srv, const char *name, size_t len, const char *query,
 /* Appends {"error":"<why>"}. Returns status. */
 int api_error(struct evbuffer *out, int status, const char *why);
 
-/* Appends s[0..len) as a JSON string, quotes included, every byte outside printable
- * ASCII escaped as \u00XX. */
-void json_string(struct evbuffer *out, const char *s, size_t len);
-
-/* Appends d as a JSON number, or null when it is not finite. */
-void json_number(struct evbuffer *out, double d);
-
 #endif

@@ -1,9 +1,8 @@
 /*
  * metrics.c - GET /metrics: Prometheus text exposition format 0.0.4. The daemon's
- * figures come from stats_visit() (the one list; the table below only names them in
- * Prometheus' terms, and a figure it does not know still appears as bloomd_<stat>), the
- * per-filter figures from the kinds' cheap info and parts, and from figures.h's cache
- * for the popcount ones; process_* from /proc. A scrape is O(filters), never O(bytes).
+ * figures are the rows of core/stat.h (each row names its family, type and help), the
+ * per-filter ones come from figures_of() once per filter (cheap info now, popcounts from
+ * figures.h's cache); process_* from /proc. A scrape is O(filters), never O(bytes).
  */
 #include <dirent.h>
 #include <event2/buffer.h>
@@ -21,55 +20,6 @@
 #include "server/http/http_pages.h"
 #include "server/store/figures.h"
 #include "server/store/registry.h"
-
-struct prom_name {
-    const char *stat; /* STATS field */
-    const char *name; /* metric family; NULL: not exported (a sum of another family) */
-    const char *type;
-    const char *help;
-    double scale; /* value = stat * scale (ms -> s) */
-};
-
-static const struct prom_name prom_names[] = {
-    {"uptime", "bloomd_uptime_seconds", "gauge", "Seconds since the daemon started.", 1},
-    {"curr_connections", "bloomd_connected_clients", "gauge", "Open client connections.", 1},
-    {"total_connections", "bloomd_connections_total", "counter", "Client connections accepted.", 1},
-    {"rejected_connections", "bloomd_rejected_connections_total", "counter",
-     "Client connections refused (max_connections or out of descriptors).", 1},
-    {"shed_connections", "bloomd_shed_connections_total", "counter",
-     "Client connections closed for holding the most buffers with max_memory exceeded.", 1},
-    {"loop_max_stall_us", "bloomd_loop_max_stall_seconds", "gauge",
-     "The event loop's longest single callback since start-up.", 0.000001},
-    {"commands", NULL, NULL, NULL, 1}, /* the sum of bloomd_commands_total */
-    {"protocol_errors", "bloomd_protocol_errors_total", "counter", "Requests that failed to parse.",
-     1},
-    {"keys_added", "bloomd_keys_added_total", "counter",
-     "New keys added by ADD and CHECKADD (result new).", 1},
-    {"keys_checked", "bloomd_keys_checked_total", "counter",
-     "Keys looked up by CHECK and CHECKADD.", 1},
-    {"bytes_read", "bloomd_read_bytes_total", "counter", "Bytes read from clients.", 1},
-    {"bytes_written", "bloomd_written_bytes_total", "counter", "Bytes written to clients.", 1},
-    {"filters", "bloomd_filters", "gauge", "Filters in memory.", 1},
-    {"memory_bytes", "bloomd_memory_used_bytes", "gauge",
-     "Bytes of the memory budget in use (filters, their overhead and connection buffers).", 1},
-    {"memory_filters", "bloomd_memory_filters_bytes", "gauge",
-     "Bytes of the memory budget in filter bits.", 1},
-    {"memory_filter_overhead", "bloomd_memory_filter_overhead_bytes", "gauge",
-     "Bytes of the memory budget in per-filter structures and the daemon's tables.", 1},
-    {"memory_connections", "bloomd_memory_connections_bytes", "gauge",
-     "Bytes of the memory budget in client connections and their buffers.", 1},
-    {"memory_limit", "bloomd_memory_max_bytes", "gauge", "The memory budget (max_memory).", 1},
-    {"snapshot_last_time", "bloomd_last_snapshot_timestamp_seconds", "gauge",
-     "Unix time the last snapshot started, 0 if none.", 1},
-    {"snapshot_last_duration_ms", "bloomd_snapshot_duration_seconds", "gauge",
-     "Duration of the last snapshot.", 0.001},
-    {"snapshot_last_bytes", "bloomd_last_snapshot_bytes", "gauge", "Bytes the last snapshot wrote.",
-     1},
-    {"snapshot_failures", "bloomd_snapshot_failures_total", "counter",
-     "Filter writes or deletions that failed.", 1},
-    {"snapshots_written", "bloomd_snapshots_written_total", "counter", "Filter files written.", 1},
-    {"snapshot_running", "bloomd_snapshot_running", "gauge", "1 while a snapshot job runs.", 1},
-};
 
 struct render {
     struct evbuffer *out;
@@ -105,64 +55,30 @@ static void label(struct render *r, const char *s)
     }
 }
 
-static void on_stat(void *ctx, const char *stat, enum kind_field_type type, uint64_t u, double d,
-                    const char *s)
+/* The daemon's figures: every row of core/stat.h that has a family, in its order. */
+static void stats_render(struct render *r, const struct server *srv)
 {
-    struct render *r = ctx;
-    if (strcmp(stat, "version") == 0) {
-        header(r, "bloomd_build_info", "gauge", "Always 1; the version as a label.");
-        evbuffer_add_printf(r->out, "bloomd_build_info{version=\"");
-        label(r, s);
-        evbuffer_add_printf(r->out, "\"} 1\n");
-        return;
-    }
-    double v = type == KIND_FIELD_U64 ? (double)u : type == KIND_FIELD_DOUBLE ? d : 0;
-    if (type == KIND_FIELD_STR)
-        return; /* no other string figure has a numeric reading */
-    if (strncmp(stat, "cmd_", 4) == 0) {
-        header(r, "bloomd_commands_total", "counter", "Requests executed, by command.");
-        evbuffer_add_printf(r->out, "bloomd_commands_total{cmd=\"");
-        label(r, stat + 4);
-        evbuffer_add_printf(r->out, "\"}");
-        value(r, v);
-        return;
-    }
-    for (size_t i = 0; i < sizeof prom_names / sizeof prom_names[0]; i++) {
-        const struct prom_name *p = &prom_names[i];
-        if (strcmp(p->stat, stat) != 0)
+    struct stat_values v;
+    stats_gather(srv, &v);
+    for (int i = 0; i < STAT_COUNT; i++) {
+        const struct stat_def *d = &stat_defs[i];
+        if (d->prom == STAT_PROM_NONE)
             continue;
-        if (p->name == NULL)
-            return;
-        header(r, p->name, p->type, p->help);
-        evbuffer_add_printf(r->out, "%s", p->name);
-        value(r, v * p->scale);
-        return;
+        header(r, d->family, d->prom == STAT_PROM_COUNTER ? "counter" : "gauge", d->help);
+        evbuffer_add_printf(r->out, "%s", d->family);
+        if (d->prom == STAT_PROM_INFO) {
+            evbuffer_add_printf(r->out, "{%s=\"", d->label);
+            label(r, v.v[i].s != NULL ? v.v[i].s : "");
+            evbuffer_add_printf(r->out, "\"} 1\n");
+            continue;
+        }
+        if (d->label != NULL)
+            evbuffer_add_printf(r->out, "{%s}", d->label);
+        value(r, (double)v.v[i].u * d->scale);
     }
-    /* A figure added to STATS later: exported as is until it gets a proper name. */
-    char family[96];
-    snprintf(family, sizeof family, "bloomd_%s", stat);
-    for (char *c = family; *c != '\0'; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
-            *c = '_';
-    evbuffer_add_printf(r->out, "# HELP %s STATS field %s.\n# TYPE %s gauge\n%s", family, stat,
-                        family, family);
-    r->family = NULL;
-    value(r, v);
 }
 
 /* ---- per filter ---- */
-
-struct parts_sum {
-    uint32_t n;
-    uint64_t bits;
-};
-
-static void count_part(void *ctx, const struct kind_part *part)
-{
-    struct parts_sum *s = ctx;
-    s->n++;
-    s->bits += part->blocks * part->block_bits;
-}
 
 enum filter_metric {
     FM_INFO,
@@ -199,17 +115,17 @@ static void filter_metrics_render(struct render *r, struct server *srv, const st
     size_t n;
     if (registry_collect(srv->reg, NULL, 0, &f, &n) != REGISTRY_OK)
         return;
+    /* Each filter's figures once, then one family after the other. */
+    struct figures_row *rows = calloc(n ? n : 1, sizeof *rows);
+    if (rows == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        figures_of(fg, f[i], false, &rows[i]);
     int64_t now = clock_wall_ms();
     for (int m = 0; m < FM_COUNT; m++) {
         header(r, filter_metrics[m].name, "gauge", filter_metrics[m].help);
         for (size_t i = 0; i < n; i++) {
-            struct kind_info info = {0};
-            f[i]->ops->info(f[i]->obj, &info);
-            struct parts_sum ps = {0};
-            if (f[i]->ops->parts != NULL)
-                f[i]->ops->parts(f[i]->obj, false, count_part, &ps);
-            const struct figures_entry *e = figures_get(fg, f[i]->name, f[i]->name_len);
-            bool counted = e != NULL && e->counted_ms != 0 && e->obj == f[i]->obj;
+            const struct figures_row *w = &rows[i];
             double v;
             switch (m) {
             case FM_INFO:
@@ -217,39 +133,35 @@ static void filter_metrics_render(struct render *r, struct server *srv, const st
                                     filter_metrics[m].name, f[i]->name, f[i]->ops->name);
                 continue;
             case FM_BYTES:
-                v = (double)info.bytes;
+                v = (double)w->info.bytes;
                 break;
             case FM_ITEMS:
-                v = (double)info.items;
+                v = (double)w->info.items;
                 break;
             case FM_CAPACITY:
-                v = (double)info.capacity;
+                v = (double)w->info.capacity;
                 break;
             case FM_STAGES:
-                v = f[i]->ops->parts != NULL ? ps.n : 1;
+                v = w->nparts;
                 break;
             case FM_PROMISED:
-                v = info.error;
+                v = w->info.error;
                 break;
             case FM_ESTIMATED:
-                if (!counted || !e->has_estimate)
+                if (!w->has_estimate)
                     continue;
-                v = e->est_error;
+                v = w->est.error;
                 break;
-            case FM_FILL: {
-                if (!counted || ps.bits == 0)
+            case FM_FILL:
+                if (!w->counted || w->bits == 0)
                     continue;
-                uint64_t ones = 0;
-                for (uint32_t p = 0; p < e->nparts; p++)
-                    ones += e->ones[p];
-                v = (double)ones / (double)ps.bits;
+                v = (double)w->ones / (double)w->bits;
                 break;
-            }
             case FM_AGE:
             default:
-                if (!counted)
+                if (!w->counted)
                     continue;
-                v = (double)(now - e->counted_ms) / 1000.0;
+                v = (double)(now - w->e->counted_ms) / 1000.0;
                 break;
             }
             evbuffer_add_printf(r->out, "%s{filter=\"%s\"}", filter_metrics[m].name, f[i]->name);
@@ -268,6 +180,8 @@ static void filter_metrics_render(struct render *r, struct server *srv, const st
             value(r, (double)v[k]);
         }
     }
+    free(rows);
+out:
     for (size_t i = 0; i < n; i++)
         filter_unref(f[i]);
     free(f);
@@ -328,7 +242,7 @@ int metrics_render(struct server *srv, const struct figures *fg, struct evbuffer
     evbuffer_add_printf(out, "bloomd_ready %d\n", srv->phase == SERVER_READY);
     /* While starting, the loader (job thread) is the registry's changing thread. */
     if (srv->phase != SERVER_STARTING) {
-        stats_visit(srv, on_stat, &r);
+        stats_render(&r, srv);
         filter_metrics_render(&r, srv, fg);
     }
     process_metrics(&r, srv);

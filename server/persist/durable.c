@@ -21,6 +21,7 @@
 #include "server/core/log.h"
 #include "server/core/park.h"
 #include "server/core/server.h"
+#include "server/core/stat.h"
 #include "server/persist/journal.h"
 #include "server/store/registry.h"
 
@@ -283,20 +284,20 @@ void durable_truncate(struct server *srv, uint64_t covered)
         log_msg(LOG_DEBUG, "journal: removed %u segments covered by snapshots", removed);
 }
 
-void durable_visit(const struct server *srv, kind_field_fn fn, void *ctx)
+void durable_visit(const struct server *srv, struct stat_values *out)
 {
     struct journal_stats js;
     memset(&js, 0, sizeof js);
     if (durable_on(srv))
         journal_stats(srv->durable->j, &js);
-    fn(ctx, "durability", KIND_FIELD_STR, 0, 0, durability_name(srv->cfg.durability));
-    fn(ctx, "journal_records", KIND_FIELD_U64, js.records, 0, NULL);
-    fn(ctx, "journal_bytes", KIND_FIELD_U64, js.bytes, 0, NULL);
-    fn(ctx, "journal_syncs", KIND_FIELD_U64, js.syncs, 0, NULL);
-    fn(ctx, "journal_sync_max_ms", KIND_FIELD_U64, js.sync_ns_max / 1000000u, 0, NULL);
-    fn(ctx, "journal_failures", KIND_FIELD_U64, js.failures, 0, NULL);
-    fn(ctx, "journal_buffered_bytes", KIND_FIELD_U64, js.buffered, 0, NULL);
-    fn(ctx, "journal_broken", KIND_FIELD_U64, js.broken, 0, NULL);
-    fn(ctx, "journal_durable_pos", KIND_FIELD_U64,
-       durable_on(srv) ? journal_durable_pos(srv->durable->j) : 0, 0, NULL);
+    stat_set_str(out, STAT_DURABILITY, durability_name(srv->cfg.durability));
+    stat_set_u64(out, STAT_JOURNAL_RECORDS, js.records);
+    stat_set_u64(out, STAT_JOURNAL_BYTES, js.bytes);
+    stat_set_u64(out, STAT_JOURNAL_SYNCS, js.syncs);
+    stat_set_u64(out, STAT_JOURNAL_SYNC_MAX_MS, js.sync_ns_max / 1000000u);
+    stat_set_u64(out, STAT_JOURNAL_FAILURES, js.failures);
+    stat_set_u64(out, STAT_JOURNAL_BUFFERED_BYTES, js.buffered);
+    stat_set_u64(out, STAT_JOURNAL_BROKEN, js.broken);
+    stat_set_u64(out, STAT_JOURNAL_DURABLE_POS,
+                 durable_on(srv) ? journal_durable_pos(srv->durable->j) : 0);
 }

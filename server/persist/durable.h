@@ -77,7 +77,8 @@ uint64_t durable_last_pos(const struct server *srv);
 /* Job thread, after a snapshot round: drops the segments every filter's snapshot covers. */
 void durable_truncate(struct server *srv, uint64_t covered);
 
-/* The journal_* figures of STATS. */
-void durable_visit(const struct server *srv, kind_field_fn fn, void *ctx);
+/* Fills the durability and journal_* rows of core/stat.h (its STAT_SRC_JOURNAL rows). */
+struct stat_values;
+void durable_visit(const struct server *srv, struct stat_values *out);
 
 #endif

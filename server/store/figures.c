@@ -1,5 +1,6 @@
 /*
- * figures.c - the sample rings and the cached popcount figures behind figures.h.
+ * figures.c - the sample rings and the cached popcount figures behind figures.h, and
+ * figures_of, the one place a request gathers a filter's figures.
  * Entries are kept sorted by name (registry_collect's order), so a lookup is a binary
  * search and a tick merges the table with the registry in one pass. Workload: a tick
  * every FIGURES_SAMPLE_S seconds is O(filters); the popcount pass is O(filter bytes)
@@ -8,7 +9,7 @@
 #include "server/store/figures.h"
 
 #include <event2/event.h>
-#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,9 @@ struct figures {
     size_t n, cap;
     uint64_t tick;
     uint64_t last_tick_ms; /* CLOCK_MONOTONIC of the last tick */
+    size_t skipped;        /* filters the last tick kept no entry for (small, no pages) */
     bool job_queued;       /* a popcount pass is queued or running */
+    bool pages;            /* every filter, with rings (else only big ones, for INFO) */
 };
 
 /* What the job found for one filter. */
@@ -35,12 +38,12 @@ struct count {
     uint32_t nparts;
     uint64_t *ones;
     bool has_estimate;
-    double est_error, est_items;
-    char *info_json;
+    struct sbf_estimate est;
 };
 
 struct count_job {
     struct job job;
+    bool parts; /* count the bits of every part too (the pages' fill), not only estimate */
     struct figures *fg;
     struct filter **f;
     size_t n;
@@ -51,7 +54,7 @@ struct count_job {
 /* What an entry costs, counted in the budget's overhead while it lives (the ring is most). */
 static size_t entry_bytes(const struct figures_entry *e)
 {
-    return sizeof *e + strlen(e->name) + 1;
+    return sizeof *e + strlen(e->name) + 1 + (e->ring != NULL ? FIGURES_RING * sizeof *e->ring : 0);
 }
 
 static void entry_free(struct figures *fg, struct figures_entry *e)
@@ -61,7 +64,7 @@ static void entry_free(struct figures *fg, struct figures_entry *e)
     budget_release(&fg->srv->budget, BUDGET_OVERHEAD, entry_bytes(e));
     free(e->name);
     free(e->ones);
-    free(e->info_json);
+    free(e->ring);
     free(e);
 }
 
@@ -82,47 +85,56 @@ const struct figures_entry *figures_get(const struct figures *fg, const char *na
     return e != NULL ? *e : NULL;
 }
 
-/* ---- the popcount job (job thread) ---- */
-
-struct grow_buf {
-    char *p;
-    size_t len, cap;
-    bool failed;
+struct parts_sum {
+    uint32_t n;
+    uint64_t bits;
 };
 
-static void buf_printf(struct grow_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void buf_printf(struct grow_buf *b, const char *fmt, ...)
+static void sum_part(void *ctx, const struct kind_part *part)
 {
-    if (b->failed)
+    struct parts_sum *s = ctx;
+    s->n++;
+    s->bits += part->blocks * part->block_bits;
+}
+
+void figures_of(const struct figures *fg, const struct filter *f, bool count_small,
+                struct figures_row *out)
+{
+    memset(out, 0, sizeof *out);
+    f->ops->info(f->obj, &out->info);
+    struct parts_sum ps = {0};
+    if (f->ops->parts != NULL)
+        f->ops->parts(f->obj, false, sum_part, &ps);
+    out->nparts = f->ops->parts != NULL ? ps.n : 1;
+    out->bits = ps.bits;
+    const struct figures_entry *e = figures_get(fg, f->name, f->name_len);
+    out->e = e;
+    out->counted = e != NULL && e->counted_ms != 0 && e->obj == f->obj;
+    if (out->counted)
+        for (uint32_t p = 0; p < e->nparts; p++)
+            out->ones += e->ones[p];
+    if (f->ops->estimate == NULL) {
+        /* Its rate is cheap to know (or unknown): never a count, never stale. */
+        out->est =
+            (struct sbf_estimate){.items = (double)out->info.items, .error = out->info.est_error};
+        out->has_estimate = !isnan(out->info.est_error);
         return;
-    for (int tries = 0; tries < 2; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int m = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (m < 0) {
-            b->failed = true;
-            return;
-        }
-        if (b->len + (size_t)m < b->cap) {
-            b->len += (size_t)m;
-            return;
-        }
-        size_t cap = (b->len + (size_t)m + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    }
+    if (count_small && out->info.bytes <= FIGURES_INLINE_BYTES) {
+        f->ops->estimate(f->obj, &out->est);
+        out->has_estimate = true;
+    } else if (out->counted && e->has_estimate) {
+        out->est = e->est;
+        out->has_estimate = true;
+        int64_t age = clock_wall_ms() - e->counted_ms;
+        out->est_age_ms = age > 0 ? age : 0;
     }
 }
 
+/* ---- the popcount job (job thread) ---- */
+
 struct count_ctx {
     struct count *c;
-    struct grow_buf info;
     uint32_t cap;
 };
 
@@ -140,44 +152,18 @@ static void on_part(void *ctx, const struct kind_part *part)
     cc->c->ones[cc->c->nparts++] = part->ones;
 }
 
-static void on_field(void *ctx, const char *name, enum kind_field_type type, uint64_t u, double d,
-                     const char *s)
-{
-    struct count_ctx *cc = ctx;
-    /* Field names are static identifiers and string values are words: no escaping needed
-     * beyond refusing a quote or backslash, which no kind writes. */
-    buf_printf(&cc->info, "%s\"%s\":", cc->info.len ? "," : "", name);
-    if (type == KIND_FIELD_U64) {
-        buf_printf(&cc->info, "%llu", (unsigned long long)u);
-    } else if (type == KIND_FIELD_DOUBLE) {
-        if (d == d && d - d == 0)
-            buf_printf(&cc->info, "%.9g", d);
-        else
-            buf_printf(&cc->info, "null");
-    } else {
-        buf_printf(&cc->info, "\"%s\"", strpbrk(s, "\"\\") == NULL ? s : "?");
-    }
-    if (type == KIND_FIELD_DOUBLE && strcmp(name, "estimated_error") == 0) {
-        cc->c->has_estimate = true;
-        cc->c->est_error = d;
-    } else if (type == KIND_FIELD_DOUBLE && strcmp(name, "estimated_items") == 0) {
-        cc->c->est_items = d;
-    }
-}
-
 static void count_run(struct job *j)
 {
     struct count_job *cj = (struct count_job *)j;
     for (size_t i = 0; i < cj->n; i++) {
         const struct filter *f = cj->f[i];
         struct count_ctx cc = {.c = &cj->c[i]};
-        if (f->ops->parts != NULL)
+        if (cj->parts && f->ops->parts != NULL)
             f->ops->parts(f->obj, true, on_part, &cc);
-        f->ops->fields(f->obj, on_field, &cc);
-        if (!cc.info.failed)
-            cj->c[i].info_json = cc.info.p;
-        else
-            free(cc.info.p);
+        if (f->ops->estimate != NULL) {
+            f->ops->estimate(f->obj, &cj->c[i].est);
+            cj->c[i].has_estimate = true;
+        }
     }
 }
 
@@ -193,15 +179,12 @@ static void count_done(struct job *j)
             continue; /* dropped meanwhile */
         struct count *c = &cj->c[i];
         free(e->ones);
-        free(e->info_json);
         e->obj = cj->f[i]->obj;
         e->counted_ms = cj->at_ms;
         e->nparts = c->nparts;
         e->ones = c->ones;
         e->has_estimate = c->has_estimate;
-        e->est_error = c->est_error;
-        e->est_items = c->est_items;
-        e->info_json = c->info_json;
+        e->est = c->est;
         memset(c, 0, sizeof *c);
     }
 }
@@ -212,7 +195,6 @@ static void count_free(struct job *j)
     for (size_t i = 0; i < cj->n; i++) {
         filter_unref(cj->f[i]);
         free(cj->c[i].ones);
-        free(cj->c[i].info_json);
     }
     free(cj->f);
     free(cj->c);
@@ -227,7 +209,11 @@ static struct figures_entry *entry_new(struct figures *fg, const struct filter *
     if (e == NULL)
         return NULL;
     e->name = strdup(f->name);
-    if (e->name == NULL) {
+    if (fg->pages)
+        e->ring = calloc(FIGURES_RING, sizeof *e->ring);
+    if (e->name == NULL || (fg->pages && e->ring == NULL)) {
+        free(e->name);
+        free(e->ring);
         free(e);
         return NULL;
     }
@@ -244,6 +230,20 @@ void figures_tick(struct figures *fg)
     size_t n;
     if (registry_collect(srv->reg, NULL, 0, &f, &n) != REGISTRY_OK)
         return;
+    if (!fg->pages) {
+        /* Only INFO reads the cache then, and only for filters it does not count itself. */
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct kind_info info = {0};
+            f[i]->ops->info(f[i]->obj, &info);
+            if (info.bytes > FIGURES_INLINE_BYTES && f[i]->ops->estimate != NULL)
+                f[kept++] = f[i];
+            else
+                filter_unref(f[i]);
+        }
+        fg->skipped = n - kept;
+        n = kept;
+    }
     struct figures_entry **e = calloc(n ? n : 1, sizeof *e);
     if (e == NULL)
         goto out;
@@ -264,17 +264,36 @@ void figures_tick(struct figures *fg)
             /* Out of memory: keep what was merged, lose this filter's history. */
             continue;
         }
-        struct kind_info info = {0};
-        f[i]->ops->info(f[i]->obj, &info);
-        x->ring[x->head] = (struct figures_sample){.t_ms = now, .items = info.items};
-        x->head = (x->head + 1) % FIGURES_RING;
-        if (x->n < FIGURES_RING)
-            x->n++;
+        if (x->ring != NULL) {
+            struct kind_info info = {0};
+            f[i]->ops->info(f[i]->obj, &info);
+            x->ring[x->head] = (struct figures_sample){.t_ms = now, .items = info.items};
+            x->head = (x->head + 1) % FIGURES_RING;
+            if (x->n < FIGURES_RING)
+                x->n++;
+        }
         x->seen_tick = fg->tick;
         e[i] = x;
     }
     while (old < fg->n)
         entry_free(fg, fg->e[old++]);
+
+    /* The filters to count: all of them for the pages; without the pages only those INFO
+     * asked for since the last pass or never counted (nobody else reads the cache then,
+     * and a pass over gigabytes is not free). f keeps the references the job takes. */
+    bool post = !fg->job_queued && srv->lanes[JOBS_LONG] != NULL;
+    size_t nc = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct figures_entry *x = e[i];
+        bool due = post && x != NULL &&
+                   (fg->pages || x->wanted || x->counted_ms == 0 || x->obj != f[i]->obj);
+        if (due) {
+            e[i]->wanted = false;
+            f[nc++] = f[i];
+        } else {
+            filter_unref(f[i]);
+        }
+    }
     /* Compact the slots an allocation failure left empty. */
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
@@ -283,8 +302,9 @@ void figures_tick(struct figures *fg)
     free(fg->e);
     fg->e = e;
     fg->n = m;
+    n = nc;
 
-    if (!fg->job_queued && srv->lanes[JOBS_LONG] != NULL && n > 0) {
+    if (n > 0) {
         struct count_job *cj = calloc(1, sizeof *cj);
         struct count *c = calloc(n, sizeof *c);
         if (cj == NULL || c == NULL) {
@@ -293,6 +313,7 @@ void figures_tick(struct figures *fg)
             goto out;
         }
         cj->job = (struct job){.run = count_run, .done = count_done, .free = count_free};
+        cj->parts = fg->pages;
         cj->fg = fg;
         cj->f = f; /* the job takes the references */
         cj->n = n;
@@ -308,10 +329,30 @@ out:
     free(f);
 }
 
+void figures_want(struct figures *fg, const struct filter *f)
+{
+    if (fg == NULL || f->ops->estimate == NULL)
+        return;
+    struct kind_info info = {0};
+    f->ops->info(f->obj, &info);
+    if (info.bytes <= FIGURES_INLINE_BYTES)
+        return; /* INFO counts it itself */
+    struct figures_entry *e = (struct figures_entry *)figures_get(fg, f->name, f->name_len);
+    if (e != NULL)
+        e->wanted = true;
+    bool stale = e == NULL || e->counted_ms == 0 || e->obj != f->obj ||
+                 clock_wall_ms() - e->counted_ms >= FIGURES_SAMPLE_S * 1000;
+    /* A stale count is replaced now rather than at the next tick, at most once a second. */
+    if (stale && !fg->job_queued && fg->srv->phase == SERVER_READY &&
+        clock_mono_ms() - fg->last_tick_ms >= 1000)
+        figures_tick(fg);
+}
+
 void figures_poke(struct figures *fg)
 {
     if (fg != NULL && fg->srv->phase == SERVER_READY &&
-        clock_mono_ms() - fg->last_tick_ms >= 1000 && fg->n < registry_count(fg->srv->reg))
+        clock_mono_ms() - fg->last_tick_ms >= 1000 &&
+        fg->n + fg->skipped < registry_count(fg->srv->reg))
         figures_tick(fg);
 }
 
@@ -322,16 +363,17 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     figures_tick(arg);
 }
 
-struct figures *figures_new(struct server *srv, struct event_base *base)
+struct figures *figures_new(struct server *srv, struct event_base *base, bool pages)
 {
     struct figures *fg = calloc(1, sizeof *fg);
     if (fg == NULL)
         return NULL;
     fg->srv = srv;
+    fg->pages = pages;
     struct timeval tv = {.tv_sec = FIGURES_SAMPLE_S};
     fg->timer = event_new(base, -1, EV_PERSIST, on_timer, fg);
     if (fg->timer == NULL || event_add(fg->timer, &tv) != 0) {
-        log_msg(LOG_ERROR, "http: cannot start the sampling timer");
+        log_msg(LOG_ERROR, "figures: cannot start the sampling timer");
         figures_free(fg);
         return NULL;
     }

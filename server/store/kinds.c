@@ -10,37 +10,32 @@
 
 #define KINDS_MAX 16
 
-/* The user-facing name of the sbf kind: "blocked" (lib calls it sbf). */
-static const struct {
-    const struct kind_ops *ops;
-    const char *name;
-} builtin[] = {
-    {&kind_sbf, "blocked"},
-    {&kind_window, "window"}, /* CREATE window=: a blocked filter per generation */
-    {&kind_expandable, "expandable"},
+/* Each kind goes by its ops->name everywhere: CREATE's kind=, INFO, /metrics, /api. */
+static const struct kind_ops *const builtin[] = {
+    &kind_sbf,        /* "blocked" */
+    &kind_window,     /* CREATE window=: a blocked filter per generation */
+    &kind_expandable, /* "expandable" */
 };
 
 static const struct kind_ops *extra[KINDS_MAX];
 static size_t nextra;
 static char names[256];
 
-const char *kinds_name(const struct kind_ops *ops)
+#define NBUILTIN (sizeof builtin / sizeof builtin[0])
+
+/* The i-th kind known: the built-in ones, then those registered. i < NBUILTIN + nextra. */
+static const struct kind_ops *kind_at(size_t i)
 {
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
-        if (builtin[i].ops == ops)
-            return builtin[i].name;
-    return ops->name;
+    return i < NBUILTIN ? builtin[i] : extra[i - NBUILTIN];
 }
 
 static void rebuild_names(void)
 {
     size_t n = 0;
     names[0] = '\0';
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] + nextra; i++) {
-        const struct kind_ops *ops = i < sizeof builtin / sizeof builtin[0]
-                                         ? builtin[i].ops
-                                         : extra[i - sizeof builtin / sizeof builtin[0]];
-        int w = snprintf(names + n, sizeof names - n, "%s%s", n > 0 ? " " : "", kinds_name(ops));
+    for (size_t i = 0; i < NBUILTIN + nextra; i++) {
+        const struct kind_ops *ops = kind_at(i);
+        int w = snprintf(names + n, sizeof names - n, "%s%s", n > 0 ? " " : "", ops->name);
         if (w < 0 || (size_t)w >= sizeof names - n)
             break;
         n += (size_t)w;
@@ -59,23 +54,19 @@ int kinds_register(const struct kind_ops *ops)
 
 const struct kind_ops *kinds_by_name(const char *name, size_t len)
 {
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
-        if (strlen(builtin[i].name) == len && strncasecmp(builtin[i].name, name, len) == 0)
-            return builtin[i].ops;
-    for (size_t i = 0; i < nextra; i++)
-        if (strlen(extra[i]->name) == len && strncasecmp(extra[i]->name, name, len) == 0)
-            return extra[i];
+    for (size_t i = 0; i < NBUILTIN + nextra; i++) {
+        const struct kind_ops *ops = kind_at(i);
+        if (strlen(ops->name) == len && strncasecmp(ops->name, name, len) == 0)
+            return ops;
+    }
     return NULL;
 }
 
 const struct kind_ops *kinds_by_tag(uint32_t tag)
 {
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
-        if (builtin[i].ops->tag == tag)
-            return builtin[i].ops;
-    for (size_t i = 0; i < nextra; i++)
-        if (extra[i]->tag == tag)
-            return extra[i];
+    for (size_t i = 0; i < NBUILTIN + nextra; i++)
+        if (kind_at(i)->tag == tag)
+            return kind_at(i);
     return NULL;
 }
 

@@ -23,9 +23,6 @@ int kinds_register(const struct kind_ops *ops);
 const struct kind_ops *kinds_by_name(const char *name, size_t len);
 const struct kind_ops *kinds_by_tag(uint32_t tag);
 
-/* The user-facing name of a kind ("blocked" for lib's sbf), for messages. */
-const char *kinds_name(const struct kind_ops *ops);
-
 /* The user-facing names of every kind, space separated (for error messages). */
 const char *kinds_names(void);
 

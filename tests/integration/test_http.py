@@ -67,6 +67,14 @@ def test_metrics_match_stats(daemon_factory):
         "bloomd_snapshot_duration_seconds": "gauge", "bloomd_snapshot_failures": "counter",
         "process_resident_memory_bytes": "gauge", "process_cpu_seconds": "counter",
         "process_open_fds": "gauge", "process_start_time_seconds": "gauge",
+        # Every STATS figure has its own family (server/core/stat.h), none a fallback.
+        "bloomd_keys_stored": "counter", "bloomd_keys_present": "counter",
+        "bloomd_keys_absent": "counter", "bloomd_journal_records": "counter",
+        "bloomd_journal_bytes": "counter", "bloomd_journal_syncs": "counter",
+        "bloomd_journal_failures": "counter", "bloomd_journal_sync_max_seconds": "gauge",
+        "bloomd_journal_buffered_bytes": "gauge", "bloomd_journal_broken": "gauge",
+        "bloomd_journal_durable_position": "gauge", "bloomd_durability_info": "gauge",
+        "bloomd_items": "gauge", "bloomd_threads": "gauge",
     }
     for name, typ in types.items():
         assert name in fams, (name, sorted(fams))
@@ -89,8 +97,15 @@ def test_metrics_match_stats(daemon_factory):
         "bloomd_memory_max_bytes": "memory_limit",
         "bloomd_snapshot_failures": "snapshot_failures",
     }
+    same.update({
+        "bloomd_journal_records": "journal_records", "bloomd_journal_bytes": "journal_bytes",
+        "bloomd_journal_failures": "journal_failures", "bloomd_threads": "threads",
+    })
     for fam, stat in same.items():
         assert sample(fams, fam) == int(st[stat]), (fam, stat)
+    assert sample(fams, "bloomd_durability_info", mode=st["durability"]) == 1
+    assert not [f for f in fams if f in ("bloomd_pid", "bloomd_time")]  # not figures to chart
+    assert "sbf" not in text  # one kind, one name: kind=blocked everywhere
     assert 5000 * 0.9 < sample(fams, "bloomd_keys_added") <= 5000 + 300 + 2  # minus FPs
     assert sample(fams, "bloomd_protocol_errors") == 1
     assert abs(sample(fams, "bloomd_uptime_seconds") - int(st["uptime"])) <= 1
@@ -100,7 +115,7 @@ def test_metrics_match_stats(daemon_factory):
         assert sample(fams, "bloomd_filter_stages", filter=name) == int(info[name]["stages"])
         assert sample(fams, "bloomd_filter_promised_fpr_ratio", filter=name) == float(
             info[name]["error"])
-        assert sample(fams, "bloomd_filter_info", filter=name, kind="sbf") == 1
+        assert sample(fams, "bloomd_filter_info", filter=name, kind="blocked") == 1
         # Per filter: new keys are its items; new + seen is every key written to it.
         assert sample(fams, "bloomd_keys", filter=name, result="new") == int(info[name]["items"])
     new = sum(sample(fams, "bloomd_keys", filter=n, result="new") for n in ("small", "wide"))
@@ -140,16 +155,22 @@ def test_api_json(daemon_factory):
         assert len(small["parts"]) == int(info["stages"])
         assert sum(p["items"] for p in small["parts"]) == int(info["items"])
         assert sum(p["bytes"] for p in small["parts"]) == int(info["bytes"])
-        # INFO's fields arrive once the job thread counted the bits.
+        assert small["kind"] == "blocked"
+        # INFO's fields now; their estimates once the job thread counted the bits.
         deadline = time.monotonic() + 30
         while True:
             st, _, body = request(port, "/api/filters/small")
             one = json.loads(body)
-            if one["info"] is not None:
+            if one["figures_age_s"] is not None:
                 break
+            assert one["info"]["estimated_items"] is None
             assert time.monotonic() < deadline
             time.sleep(0.5)
         assert one["info"]["capacity"] == 1000 and one["info"]["stages"] == int(info["stages"])
+        assert one["info"]["items"] == int(info["items"])
+        # The cached estimate is the one INFO counts itself for a small filter.
+        assert abs(one["info"]["estimated_items"] - float(info["estimated_items"])) < 1e-6 * int(
+            info["items"])
         assert all(p["fill"] is not None and 0 < p["fill"] < 1 for p in one["parts"])
         # A held key is present: some stage has every bit set. The answer matches CHECK.
         for key in ["k1", "k4999", "fresh1", "never-added", 'q"uo\\te', "caf\u00e9"]:
@@ -169,6 +190,31 @@ def test_api_json(daemon_factory):
                 assert ans["present"]
         # '+' is a space in a query: not a key the text protocol could hold.
         assert request(port, "/api/filters/small/key?k=a+b")[0] == 400
+
+
+def test_kinds_by_their_create_names(daemon_factory):
+    """One kind, one name: what CREATE takes is what /metrics, /api and the page show; an
+    expandable filter's rate (cheap to know) is there at once, without a count."""
+    d, port = http_daemon(daemon_factory)
+    with d.client() as c:
+        assert c.cmd("CREATE b kind=blocked capacity=1000") == "CREATED"
+        assert c.cmd("CREATE w window=1h capacity=1000") == "CREATED"
+        assert c.cmd("CREATE x kind=expandable capacity=1000") == "CREATED"
+        c.add("x", ["k%d" % i for i in range(500)])
+        info = c.stats("INFO x")
+        fams, text = metrics(port)
+        for name, kind in (("b", "blocked"), ("w", "window"), ("x", "expandable")):
+            assert sample(fams, "bloomd_filter_info", filter=name, kind=kind) == 1
+            _, _, body = request(port, "/api/filters/" + name)
+            assert json.loads(body)["kind"] == kind
+        assert "sbf" not in text
+        assert sample(fams, "bloomd_filter_estimated_fpr_ratio", filter="x") == float(
+            info["estimated_error"])
+        _, _, body = request(port, "/api/filters/x")
+        one = json.loads(body)
+        rate = float(info["estimated_error"])  # JSON carries 9 significant digits
+        assert rate > 0 and one["estimated_error"] == pytest.approx(rate, rel=1e-8)
+        assert one["info"]["estimated_error"] == pytest.approx(rate, rel=1e-8)
 
 
 def test_bad_requests(daemon_factory):

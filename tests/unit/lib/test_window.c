@@ -693,7 +693,10 @@ static void test_kind_table(void **state)
     assert_int_equal(info.items, 50);
     assert_true(info.error == 0.01);
     struct fields fl = {0};
-    k->fields(f, field, &fl);
+    struct sbf_estimate est;
+    k->estimate(f, &est);
+    assert_true(est.items > 40 && est.items < 60);
+    k->fields(f, &est, field, &fl);
     const char *want[] = {
         "window",     "generations",  "generation_span", "capacity",        "generation_capacity",
         "error",      "growth",       "scale",           "ratio",           "live_generations",

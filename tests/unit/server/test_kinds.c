@@ -133,11 +133,13 @@ static bool d_grown(const void *f)
 static void d_info(const void *f, struct kind_info *out)
 {
     const struct dummy *d = f;
-    *out = (struct kind_info){.bytes = d->cap * 8, .items = d->n, .capacity = d->n, .error = 0};
+    *out = (struct kind_info){
+        .bytes = d->cap * 8, .items = d->n, .capacity = d->n, .error = 0, .est_error = 0};
 }
 
-static void d_fields(const void *f, kind_field_fn fn, void *ctx)
+static void d_fields(const void *f, const struct sbf_estimate *est, kind_field_fn fn, void *ctx)
 {
+    (void)est;
     fn(ctx, "members", KIND_FIELD_U64, ((const struct dummy *)f)->n, 0, NULL);
 }
 
