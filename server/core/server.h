@@ -93,8 +93,8 @@ struct server {
     struct server_repl repl;           /* role and figures (server/repl/ fills them) */
     struct repl *replication;          /* the primary's feeds and the replica's link; or NULL */
     char repl_token[CONFIG_TOKEN_MAX]; /* the token a replica sends its primary ("" = none) */
-    struct figures *figures; /* per-filter samples and cached popcounts (store/figures.h);
-                                NULL before server_run (unit tests) */
+    struct figures *figures;           /* per-filter samples and cached popcounts (store/figures.h);
+                                          NULL before server_run (unit tests) */
 };
 
 #endif

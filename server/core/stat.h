@@ -22,6 +22,7 @@ enum stat_source {
     STAT_SRC_BUDGET,   /* core/budget.h */
     STAT_SRC_SNAPSHOT, /* persist/snapshot.h: snapshot_get_stats */
     STAT_SRC_JOURNAL,  /* persist/durable.h: durable_visit */
+    STAT_SRC_REPL,     /* core/server.h's struct server_repl, filled by server/repl/ */
 };
 
 enum stat_type {
@@ -164,7 +165,26 @@ enum stat_prom {
       "1 once the journal failed for good: changes are refused.")                                  \
     X(JOURNAL_DURABLE_POS, "journal_durable_pos", STAT_U64, STAT_SRC_JOURNAL, NULL,                \
       STAT_PROM_GAUGE, "bloomd_journal_durable_position", 1, NULL,                                 \
-      "The journal position known to be on disk.")
+      "The journal position known to be on disk.")                                                 \
+    X(ROLE, "role", STAT_STR, STAT_SRC_REPL, NULL, STAT_PROM_INFO, "bloomd_role_info", 1, "role",  \
+      "1, labelled with this server's role: primary or replica.")                                  \
+    X(REPLICATION_OFFSET, "replication_offset", STAT_U64, STAT_SRC_REPL, NULL, STAT_PROM_GAUGE,    \
+      "bloomd_replication_offset", 1, NULL,                                                        \
+      "Records written (a primary) or applied (a replica) in the replication stream.")             \
+    X(CONNECTED_REPLICAS, "connected_replicas", STAT_U64, STAT_SRC_REPL, NULL, STAT_PROM_GAUGE,    \
+      "bloomd_connected_replicas", 1, NULL, "Replicas following this server's stream.")            \
+    X(REPLICATION_FULL_SYNCS, "replication_full_syncs", STAT_U64, STAT_SRC_REPL, NULL,             \
+      STAT_PROM_COUNTER, "bloomd_replication_full_syncs_total", 1, NULL,                           \
+      "Full syncs this server sent to replicas.")                                                  \
+    X(REPLICATION_PARTIAL_SYNCS, "replication_partial_syncs", STAT_U64, STAT_SRC_REPL, NULL,       \
+      STAT_PROM_COUNTER, "bloomd_replication_partial_syncs_total", 1, NULL,                        \
+      "Partial resyncs this server served from its backlog.")                                      \
+    X(PRIMARY_LINK, "primary_link", STAT_STR, STAT_SRC_REPL, NULL, STAT_PROM_INFO,                 \
+      "bloomd_primary_link_info", 1, "link",                                                       \
+      "1, labelled with a replica's link to its primary: up, sync, down (none on a primary).")     \
+    X(REPLICATION_LAG_RECORDS, "replication_lag_records", STAT_U64, STAT_SRC_REPL, NULL,           \
+      STAT_PROM_GAUGE, "bloomd_replication_lag_records", 1, NULL,                                  \
+      "A replica: records its primary wrote that it has not applied yet, as last heard.")
 
 enum stat_id {
 #define STAT_ENUM(id, ...) STAT_##id,

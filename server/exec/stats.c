@@ -119,6 +119,21 @@ static void snapshots(const struct server *srv, struct stat_values *out)
     stat_set_u64(out, STAT_SNAPSHOT_RUNNING, st.running);
 }
 
+static void replication(const struct server *srv, struct stat_values *out)
+{
+    static const char *const links[] = {"down", "sync", "up"};
+    const struct server_repl *r = &srv->repl;
+    bool replica = r->role == SERVER_REPLICA;
+    stat_set_str(out, STAT_ROLE, replica ? "replica" : "primary");
+    stat_set_u64(out, STAT_REPLICATION_OFFSET, r->offset);
+    stat_set_u64(out, STAT_CONNECTED_REPLICAS, r->connected);
+    stat_set_u64(out, STAT_REPLICATION_FULL_SYNCS, r->full_syncs);
+    stat_set_u64(out, STAT_REPLICATION_PARTIAL_SYNCS, r->partial_syncs);
+    stat_set_str(out, STAT_PRIMARY_LINK, replica ? links[r->link] : "none");
+    stat_set_u64(out, STAT_REPLICATION_LAG_RECORDS,
+                 replica && r->primary_offset > r->offset ? r->primary_offset - r->offset : 0);
+}
+
 void stats_gather(const struct server *srv, struct stat_values *out)
 {
     memset(out, 0, sizeof *out);
@@ -127,6 +142,7 @@ void stats_gather(const struct server *srv, struct stat_values *out)
     budget(srv, out);
     snapshots(srv, out);
     durable_visit(srv, out);
+    replication(srv, out);
 }
 
 void stats_result(const struct server *srv, struct result *res)

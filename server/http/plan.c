@@ -22,6 +22,7 @@
 #include "server/core/budget.h"
 #include "server/core/server.h"
 #include "server/http/http_pages.h"
+#include "server/http/json.h"
 #include "server/store/kinds.h"
 
 #define PLAN_MAX_LINE 1024
@@ -130,7 +131,7 @@ static void plan_kind(struct server *srv, struct evbuffer *out, const struct kin
                       const struct kind_params *p)
 {
     const struct kind_ops *window = kinds_by_name("window", 6);
-    evbuffer_add_printf(out, "{\"kind\":\"%s\",\"capacity\":%llu,\"error\":", kinds_name(ops),
+    evbuffer_add_printf(out, "{\"kind\":\"%s\",\"capacity\":%llu,\"error\":", ops->name,
                         (unsigned long long)p->sbf.capacity);
     json_number(out, p->sbf.error);
     if (ops == KINDS_DEFAULT || ops == window) {
