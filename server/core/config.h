@@ -64,7 +64,8 @@ struct config {
     char tls_key_file[CONFIG_PATH_MAX];    /* PEM private key */
     char tls_ca_file[CONFIG_PATH_MAX];     /* PEM CAs: client certificates required; "" = not */
     int allow_readonly_data_dir;           /* 1: start on a data dir we cannot write (warned) */
-    char warnings[512];                    /* what config_load found suspect, for the log; "" */
+    char warnings[2048]; /* what config_load found suspect, for the log, one line per
+                            warning ('\n' between); "" */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
     size_t ntemplates;
 };
