@@ -35,7 +35,7 @@ for kind in "$@"; do
     test) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev libcmocka-dev
                  libsystemd-dev libssl-dev openssl xxd python3 python3-pytest python3-venv python3-wheel-whl
                  groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
-                 clang-format nutcracker python3-pymemcache libmemcached-tools) ;;
+                 clang-format nutcracker python3-pymemcache libmemcached-tools libfaketime) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
                   libsystemd-dev libssl-dev openssl xxd python3 redis-server memcached nutcracker
                   coreutils) ;;

@@ -29,6 +29,7 @@
 #include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
 #include "server/repl/repl.h"
+#include "server/store/advance.h"
 #include "server/store/figures.h"
 #include "server/store/registry.h"
 
@@ -205,6 +206,12 @@ static void load_run(struct job *j)
         lj->rc = recover_journal(lj->srv); /* replayed over the snapshots, then opened */
     if (lj->rc == 0)
         recover_settle(lj->srv);
+    if (lj->rc == 0) {
+        /* Windows go on from the latest time they reached, even if the wall clock is now
+         * behind it (it stepped back while we were down), then by elapsed time. */
+        clock_window_start(advance_latest_ms(lj->srv));
+        advance_all(lj->srv, clock_window_ms(), false);
+    }
 }
 
 static void load_free(struct job *j)

@@ -127,8 +127,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bloomd: log_file %s: %s\n", cfg.log_file, strerror(errno));
         return 2;
     }
-    if (cfg.warnings[0] != '\0')
-        log_msg(LOG_WARN, "config: %s", cfg.warnings);
+    for (const char *w = cfg.warnings; *w != '\0';) { /* one log line per warning */
+        int len = (int)strcspn(w, "\n");
+        log_msg(LOG_WARN, "config: %.*s", len, w);
+        w += len + (w[len] == '\n');
+    }
     /* Before anything reads or writes snapshots: the directory is ours, and writable (or,
      * with allow_readonly_data_dir, readable: then every snapshot fails, loudly). */
     struct datadir dd;

@@ -14,6 +14,7 @@
 #include <ini.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -516,38 +517,98 @@ static int load_file(struct config *c, char *err, size_t errlen)
 
 extern char **environ;
 
+/* Edit distance of a and b (optimal string alignment: a swap of two neighbours counts
+ * one, so MEMROY is one from MEMORY); SIZE_MAX for names of 64 bytes or more. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    enum { L = 64 };
+    size_t n = strlen(a), m = strlen(b);
+    if (n >= L || m >= L)
+        return SIZE_MAX;
+    size_t d[L][L];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            size_t v = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[n][m];
+}
+
+/* The option whose name is nearest to name (lower case, '_'), if near enough to be the
+ * one meant: at most 2 edits, and fewer than a third of the name. NULL if none. */
+static const struct opt_def *opt_nearest(const char *name)
+{
+    const struct opt_def *best = NULL;
+    size_t best_d = 3, len = strlen(name);
+    for (size_t i = 0; i < NOPTS; i++) {
+        size_t d = edit_distance(name, opts[i].name);
+        if (d < best_d && d * 3 < len) {
+            best = &opts[i];
+            best_d = d;
+        }
+    }
+    return best;
+}
+
 /*
- * BLOOMD_* variables that name no option go into c->warnings, not an error: wrappers and
- * test runners export their own BLOOMD_ names (BLOOMD_BIN, BLOOMD_VERSION...) into our
- * environment, and refusing to start for them would break those set-ups. A typo
- * (BLOOMD_MAX_MEMROY) is still named at start-up.
+ * BLOOMD_* variables that name no option go into c->warnings, one line each, not an
+ * error: wrappers and test runners export their own BLOOMD_ names (BLOOMD_BIN,
+ * BLOOMD_VERSION...) into our environment, and refusing to start for them would break
+ * those set-ups. A typo (BLOOMD_MAX_MEMROY) is still named at start-up, with the option
+ * it is nearest to.
  */
 static void warn_unknown_env(struct config *c)
 {
-    size_t n = 0;
+    size_t n = strlen(c->warnings), more = 0;
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         if (strncmp(*e, "BLOOMD_", 7) != 0)
             continue;
         char name[64];
         size_t len = strcspn(*e + 7, "=");
-        bool known = false;
+        const struct opt_def *near = NULL;
         if (len < sizeof name) {
             for (size_t i = 0; i < len; i++)
                 name[i] = (char)tolower((unsigned char)(*e)[7 + i]);
             name[len] = '\0';
             const struct opt_def *o = opt_find(name);
-            known = o != NULL && strcmp(o->name, name) == 0;
+            if (o != NULL && strcmp(o->name, name) == 0)
+                continue;
+            near = opt_nearest(name);
         }
-        if (known)
+        char hint[96] = "";
+        if (near != NULL) {
+            size_t h = (size_t)snprintf(hint, sizeof hint, "; did you mean BLOOMD_");
+            for (const char *p = near->name; *p != '\0' && h + 2 < sizeof hint; p++)
+                hint[h++] = (char)toupper((unsigned char)*p);
+            hint[h++] = '?';
+            hint[h] = '\0';
+        }
+        int w = snprintf(c->warnings + n, sizeof c->warnings - n,
+                         "%sunknown environment variable %.*s (no such option, ignored)%s",
+                         n == 0 ? "" : "\n", (int)(len + 7 < 64 ? len + 7 : 64), *e, hint);
+        if (w < 0 || (size_t)w >= sizeof c->warnings - n) {
+            c->warnings[n] = '\0'; /* whole lines only; the rest counted below */
+            more++;
             continue;
-        int w =
-            snprintf(c->warnings + n, sizeof c->warnings - n, "%s%.*s",
-                     n == 0 ? "unknown environment variables (no such option, ignored): " : ", ",
-                     (int)(len + 7 < 64 ? len + 7 : 64), *e);
-        if (w < 0 || (size_t)w >= sizeof c->warnings - n)
-            break;
+        }
         n += (size_t)w;
     }
+    if (more > 0 && n + 80 < sizeof c->warnings)
+        snprintf(c->warnings + n, sizeof c->warnings - n,
+                 "%sand %zu more unknown BLOOMD_ environment variables", n == 0 ? "" : "\n", more);
 }
 
 static int load_env(struct config *c, char *err, size_t errlen)

@@ -68,7 +68,8 @@ struct config {
     unsigned min_replica_acks;             /* replicas that must hold a change before its reply */
     unsigned replica_ack_timeout;          /* ms a held reply waits for them, then an error */
     uint64_t replication_backlog;          /* bytes of recent records kept for partial resyncs */
-    char warnings[512];                    /* what config_load found suspect, for the log; "" */
+    char warnings[2048]; /* what config_load found suspect, for the log, one line per
+                            warning ('\n' between); "" */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */
     size_t ntemplates;
 };

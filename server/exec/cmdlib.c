@@ -13,7 +13,7 @@ struct filter *cmdlib_lookup(struct server *srv, struct proto_slice name)
     struct filter *f = registry_get(srv->reg, name.ptr, name.len);
     /* A replica's windows rotate only through its primary's records. */
     if (f != NULL && f->ops->advance != NULL && srv->repl.role == SERVER_PRIMARY)
-        advance_filter(srv, f, clock_wall_ms());
+        advance_filter(srv, f, clock_window_ms());
     return f;
 }
 

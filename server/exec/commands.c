@@ -161,7 +161,7 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
     if (ops == NULL)
         return;
     /* Defaults: the library's, the server's, the kind's; then the options given. */
-    struct kind_params p = {.now_ms = clock_wall_ms()};
+    struct kind_params p = {.now_ms = clock_window_ms()};
     sbf_params_default(&p.sbf);
     p.sbf.capacity = srv->cfg.default_capacity;
     p.sbf.error = srv->cfg.default_error;

@@ -270,7 +270,7 @@ int mutate_add(struct server *srv, struct filter *f, const struct sbf_hash *h, s
                size_t *done, size_t *fresh, uint64_t *pos)
 {
     if (f->ops->advance != NULL && recording(srv))
-        mutate_rotate(srv, f, clock_wall_ms(), pos); /* the ROTATE record goes first */
+        mutate_rotate(srv, f, clock_window_ms(), pos); /* the ROTATE record goes first */
     int rc = f->ops->checkadd_batch(f->obj, h, n, bits);
     if (f->setop != NULL && watch_of(srv) != NULL)
         watch_of(srv)->added(f, h, n);

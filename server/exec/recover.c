@@ -92,7 +92,7 @@ void recover_settle(struct server *srv)
     /* Nobody reads yet: what expired while the daemon was down is freed at once. A
      * replica's windows rotate only through its primary's records. */
     if (srv->cfg.replica_of[0] == '\0')
-        advance_all(srv, clock_wall_ms(), false);
+        advance_all(srv, clock_window_ms(), false);
 }
 
 int recover_load(struct server *srv)

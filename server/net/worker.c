@@ -13,19 +13,34 @@
 #include "server/core/server.h"
 #include "server/store/advance.h"
 
+/* A change of the wall clock against the window clock of more than this between two ticks
+ * is a step (NTP slews far slower: at most 0.5 ms per second). */
+#define STEP_WARN_MS 1000
+
 /*
  * Rotates every windowed filter, so memory of expired generations comes back even if no
- * request touches the filter (requests also rotate on access). O(filters) per tick.
+ * request touches the filter (requests also rotate on access). O(filters) per tick. Windows
+ * follow the window clock, so a step of the wall clock changes nothing but is logged.
  */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct worker *w = arg;
-    /* Not while the loader fills the table; never on a replica: its windows rotate only
-     * through its primary's records, so both hold the same generations. */
-    if (w->srv->phase == SERVER_READY && w->srv->repl.role == SERVER_PRIMARY)
-        advance_all(w->srv, clock_wall_ms(), true);
+    if (w->srv->phase != SERVER_READY) /* the loader still fills the table */
+        return;
+    int64_t skew = clock_window_skew_ms();
+    if (w->skew_known && (skew - w->skew_ms > STEP_WARN_MS || w->skew_ms - skew > STEP_WARN_MS))
+        log_msg(LOG_WARN,
+                "clock: the wall clock stepped by %+.3f s; windowed filters go on by the "
+                "monotonic clock (the wall clock is %+.3f s from it now)",
+                (double)(skew - w->skew_ms) / 1000.0, (double)skew / 1000.0);
+    w->skew_ms = skew;
+    w->skew_known = true;
+    /* Never on a replica: its windows rotate only through its primary's records, so both
+     * hold the same generations. */
+    if (w->srv->repl.role == SERVER_PRIMARY)
+        advance_all(w->srv, clock_window_ms(), true);
 }
 
 int worker_init(struct worker *w, struct server *srv)

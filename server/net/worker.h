@@ -8,6 +8,9 @@
 #ifndef BLOOMD_SERVER_WORKER_H
 #define BLOOMD_SERVER_WORKER_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "server/exec/stats.h"
 #include "server/net/fair.h"
 
@@ -28,6 +31,8 @@ struct worker {
     char *rbuf;         /* read buffer shared by this worker's connections */
     struct stats stats; /* this worker's counters (STATS sums the workers) */
     struct event *tick; /* brings time-driven (windowed) filters up to date */
+    int64_t skew_ms;    /* the wall clock minus the window clock at the last tick */
+    bool skew_known;    /* skew_ms was measured (once ready) */
     struct fair fair;   /* backlogged connections and the pass's time slice */
 };
 

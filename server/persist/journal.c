@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "server/core/clock.h"
+#include "server/core/log.h"
 #include "server/persist/setaside.h"
 
 #define SEG_DIGITS 20
@@ -345,14 +346,27 @@ enum seg_state {
     SEG_ZEROS,   /* nothing but zeros from valid_end on: a spare's unused end (or blocks
                     allocated, never written) */
     SEG_TORN,    /* a cut-short last record from valid_end on, then only zeros */
-    SEG_DAMAGED, /* damage at valid_end with data after it */
+    SEG_DAMAGED, /* damage at valid_end with data after it, but no valid record */
+};
+
+/* The smallest frame: a DROP or CLEAR of a one-byte name. */
+#define MIN_FRAME (JOURNAL_RECORD_OVERHEAD + 2u)
+#define HOLES_KEPT 8 /* holes of one segment described one by one; the rest only counted */
+
+/* A damaged region with valid records after it: skipped, and reading resumed there. */
+struct seg_hole {
+    uint64_t offset, bytes;         /* [offset, offset + bytes) of the file */
+    uint64_t first_lost, last_lost; /* the positions missing across it; 0, 0 if none */
+    const char *why;
 };
 
 struct seg_scan {
     enum seg_state state;
-    uint64_t valid_end; /* bytes of whole valid records from the start */
+    uint64_t valid_end; /* just past the last whole valid record (where a torn end is cut) */
     uint64_t size;      /* the file's size */
     const char *why;    /* DAMAGED: what was wrong */
+    struct seg_hole hole[HOLES_KEPT]; /* the first holes */
+    uint64_t holes, hole_bytes, lost; /* every hole: how many, their bytes, records lost */
 };
 
 typedef int (*record_fn)(void *ctx, const struct journal_record *rec);
@@ -360,6 +374,13 @@ typedef int (*record_fn)(void *ctx, const struct journal_record *rec);
 struct reader {
     unsigned char *buf; /* READ_BUF_BYTES */
     struct journal_scratch *scratch;
+};
+
+/* What of the file the reader holds: buf[at, have) is the file from offset base + at. */
+struct inbuf {
+    size_t at, have;
+    uint64_t base;
+    bool eof; /* read(2) said end of file */
 };
 
 /* Reads up to cap bytes at buf; bytes read, or -1 with errno. */
@@ -370,6 +391,24 @@ static ssize_t read_some(int fd, unsigned char *buf, size_t cap)
         if (n >= 0 || errno != EINTR)
             return n;
     }
+}
+
+/* Moves buf[at, have) to the front and reads after it. 0, or -1 with *sys set. */
+static int refill(int fd, struct reader *r, struct inbuf *w, int *sys)
+{
+    memmove(r->buf, r->buf + w->at, w->have - w->at);
+    w->base += w->at;
+    w->have -= w->at;
+    w->at = 0;
+    /* Callers want less than a frame more, and the buffer holds any frame twice. */
+    ssize_t got = read_some(fd, r->buf + w->have, READ_BUF_BYTES - w->have);
+    if (got < 0) {
+        *sys = errno;
+        return -1;
+    }
+    w->eof = got == 0;
+    w->have += (size_t)got;
+    return 0;
 }
 
 /* True if the n bytes at p are all zero. */
@@ -387,6 +426,25 @@ static bool all_zero(const unsigned char *p, size_t n)
     for (; n > 0; n--, p++)
         acc |= *p;
     return acc == 0;
+}
+
+/* The index of the first non-zero byte of p[0, n), or n. */
+static size_t next_nonzero(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(p + i) & 7) != 0; i++)
+        if (p[i] != 0)
+            return i;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        if (v != 0)
+            break;
+    }
+    for (; i < n; i++)
+        if (p[i] != 0)
+            return i;
+    return n;
 }
 
 /* What follows a bad frame: where its non-zero bytes end, and the first sector of zeros. */
@@ -420,36 +478,100 @@ static void tail_chunk(struct tail_scan *t, const unsigned char *c, size_t len, 
             t->hole = at + s;
 }
 
-/* Scans p[0,n) (at file offset base) and the rest of fd (read into buf) into *t. Returns
- * false on a read error (*sys set). A zero sector astride two reads goes unseen. */
-static bool scan_tail(int fd, unsigned char *buf, const unsigned char *p, size_t n, bool eof,
-                      uint64_t base, struct tail_scan *t, int *sys)
+/* Scans fd from file offset base to its end (read into buf) into *t. Returns false on a
+ * read error (*sys set). A zero sector astride two reads goes unseen. */
+static bool scan_tail(int fd, unsigned char *buf, uint64_t base, struct tail_scan *t, int *sys)
 {
     *t = (struct tail_scan){.end = 0, .hole = UINT64_MAX};
-    tail_chunk(t, p, n, base, 0);
-    uint64_t at = n; /* offset of buf[0] from p */
-    while (!eof) {
+    if (lseek(fd, (off_t)base, SEEK_SET) < 0) {
+        *sys = errno;
+        return false;
+    }
+    uint64_t at = 0; /* offset of buf[0] from base */
+    for (;;) {
         ssize_t got = read_some(fd, buf, READ_BUF_BYTES);
         if (got < 0) {
             *sys = errno;
             return false;
         }
         if (got == 0)
-            break;
+            return true;
         tail_chunk(t, buf, (size_t)got, base, at);
         at += (uint64_t)got;
     }
-    return true;
 }
 
 /*
- * Reads the segment at fd from its start, calling each() per valid record. last: it is
- * the newest segment, the only one that can hold bytes never synced (a segment is begun
- * only once all before it is durable). Returns 0 with *out filled, JOURNAL_ECALLER if
- * each() stopped, or JOURNAL_ESYS with *sys set.
+ * After a bad frame at file offset bad, looks from offset from on for the next frame that
+ * continues the segment: its header checksum matches and its fields are in range (a
+ * known type, reserved bytes zero), the whole frame decodes (payload checksum, fields,
+ * exact length), and its position follows prev by no more records than the bytes
+ * skipped could have held (MIN_FRAME each). Two 64-bit checksums over bytes that are
+ * either framing or hashes the server computed make a false match out of reach, by
+ * chance or by choice of keys; the position bound rejects a stray valid frame from
+ * elsewhere. Returns 1 with the reader at that frame and *pos its position, 0 if there
+ * is none (the reader at the end of the file), -1 on a read error. *zeros says whether
+ * every byte skipped was zero.
  */
-static int scan_segment(int fd, struct reader *r, record_fn each, void *ctx, bool last,
-                        struct seg_scan *out, int *sys)
+static int resync(int fd, struct reader *r, struct inbuf *w, uint64_t bad, uint64_t from,
+                  uint64_t prev, uint64_t *pos, bool *zeros, int *sys)
+{
+    *zeros = from == bad;
+    for (;;) {
+        uint64_t off = w->base + w->at;
+        size_t left = w->have - w->at;
+        if (off < from) { /* inside the bad frame its intact header measured: skip it */
+            size_t skip = from - off < left ? (size_t)(from - off) : left;
+            w->at += skip;
+            if (skip == left && (w->eof || refill(fd, r, w, sys) != 0))
+                return w->eof ? 0 : -1;
+            continue;
+        }
+        if (left < JOURNAL_RECORD_HEADER) {
+            if (w->eof)
+                return 0;
+            if (refill(fd, r, w, sys) != 0)
+                return -1;
+            continue;
+        }
+        const unsigned char *h = r->buf + w->at;
+        if ((h[0] | h[1] | h[2] | h[3]) == 0) {
+            /* A length is never 0: no frame starts 4 or more bytes before the next non-zero
+             * byte (runs of zeros are common: a spare's end, a zeroed block). */
+            size_t k = next_nonzero(h, left);
+            w->at += k > 4 ? k - 3 : 1;
+            continue;
+        }
+        if (h[4] >= JOURNAL_ADD && h[4] <= JOURNAL_ADD_NEW && h[5] == 0 && h[6] == 0 && h[7] == 0) {
+            size_t claimed = journal_record_claimed_size(h, left);
+            if (claimed != 0 && left < claimed && !w->eof) {
+                if (refill(fd, r, w, sys) != 0)
+                    return -1;
+                continue; /* the same candidate, now whole */
+            }
+            struct journal_record rec;
+            if (claimed != 0 && left >= claimed &&
+                journal_record_decode(h, claimed, r->scratch, &rec) > 0 && rec.pos > prev &&
+                rec.pos - prev - 1 <= (off - bad) / MIN_FRAME) {
+                *pos = rec.pos;
+                return 1;
+            }
+        }
+        if (*h != 0)
+            *zeros = false;
+        w->at++;
+    }
+}
+
+/*
+ * Reads the segment at fd (named for position first) from its start, calling each() per
+ * valid record. A bad frame followed by a valid one (resync) is a hole, noted in *out,
+ * and reading goes on. last: it is the newest segment, the only one that can hold bytes
+ * never synced (a segment is begun only once all before it is durable). Returns 0 with
+ * *out filled, JOURNAL_ECALLER if each() stopped, or JOURNAL_ESYS with *sys set.
+ */
+static int scan_segment(int fd, struct reader *r, uint64_t first, record_fn each, void *ctx,
+                        bool last, struct seg_scan *out, int *sys)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -458,56 +580,72 @@ static int scan_segment(int fd, struct reader *r, record_fn each, void *ctx, boo
     }
     memset(out, 0, sizeof *out);
     out->size = (uint64_t)st.st_size;
-    size_t at = 0, have = 0; /* unread bytes: r->buf[at, have), at file offset valid_end */
-    bool eof = false;
+    struct inbuf w = {0};
+    uint64_t prev = first - 1; /* the last valid position read */
     struct journal_record rec;
     for (;;) {
-        long n = journal_record_decode(r->buf + at, have - at, r->scratch, &rec);
+        long n = journal_record_decode(r->buf + w.at, w.have - w.at, r->scratch, &rec);
         if (n > 0) {
             if (each && each(ctx, &rec) != 0)
                 return JOURNAL_ECALLER;
-            at += (size_t)n;
-            out->valid_end += (uint64_t)n;
+            prev = rec.pos > prev ? rec.pos : prev;
+            w.at += (size_t)n;
+            out->valid_end = w.base + w.at;
             continue;
         }
-        if (n == JOURNAL_RECORD_PARTIAL && !eof) {
-            memmove(r->buf, r->buf + at, have - at);
-            have -= at;
-            at = 0;
-            ssize_t got = read_some(fd, r->buf + have, READ_BUF_BYTES - have);
-            if (got < 0) {
-                *sys = errno;
+        if (n == JOURNAL_RECORD_PARTIAL && !w.eof) {
+            if (refill(fd, r, &w, sys) != 0)
                 return JOURNAL_ESYS;
-            }
-            if (got == 0)
-                eof = true;
-            have += (size_t)got;
             continue;
         }
         if (n == JOURNAL_RECORD_PARTIAL) {
-            out->state = have == at                         ? SEG_CLEAN
-                         : all_zero(r->buf + at, have - at) ? SEG_ZEROS
-                                                            : SEG_TORN;
+            out->state = w.have == w.at                           ? SEG_CLEAN
+                         : all_zero(r->buf + w.at, w.have - w.at) ? SEG_ZEROS
+                                                                  : SEG_TORN;
             return 0;
         }
-        /*
-         * Damage, unless it is the end: nothing but zeros from here (a spare segment's
-         * unused end); nothing but zeros after the frame whose bytes did not all reach
-         * the disk (its claimed size if its header is intact, else the header's); or, in
-         * the newest segment, a sector of zeros before the last data: a write torn by a
-         * crash, whose sectors reached the disk in any order (over a spare nothing else
-         * leaves zeros; frames never hold 512 of them). Such data was never synced, so
-         * never acknowledged; in an older segment the same is damage to synced records.
-         */
-        size_t claimed = journal_record_claimed_size(r->buf + at, have - at);
-        struct tail_scan t;
+        /* A bad frame at valid_end: a hole if a valid frame follows (read on from it). */
+        uint64_t bad = out->valid_end, pos = 0;
+        size_t claimed = journal_record_claimed_size(r->buf + w.at, w.have - w.at);
+        bool zeros;
         *sys = 0;
-        if (!scan_tail(fd, r->buf, r->buf + at, have - at, eof, out->valid_end, &t, sys))
+        int found = resync(fd, r, &w, bad, bad + claimed, prev, &pos, &zeros, sys);
+        if (found < 0)
+            return JOURNAL_ESYS;
+        if (found > 0) {
+            uint64_t bytes = w.base + w.at - bad;
+            if (out->holes < HOLES_KEPT)
+                out->hole[out->holes] =
+                    (struct seg_hole){.offset = bad,
+                                      .bytes = bytes,
+                                      .first_lost = pos > prev + 1 ? prev + 1 : 0,
+                                      .last_lost = pos > prev + 1 ? pos - 1 : 0,
+                                      .why = zeros          ? "zeros"
+                                             : claimed != 0 ? "damaged record"
+                                                            : "damaged record header"};
+            out->holes++;
+            out->hole_bytes += bytes;
+            out->lost += pos - prev - 1;
+            out->valid_end = w.base + w.at;
+            continue;
+        }
+        /*
+         * No valid frame after it: damage, unless it is the end: nothing but zeros from
+         * here (a spare segment's unused end); or, in the newest segment, nothing but
+         * zeros after the frame whose bytes did not all reach the disk (its claimed size
+         * if its header is intact, else the header's), or a sector of zeros before the
+         * last data: a write torn by a crash, whose sectors reached the disk in any order
+         * (over a spare nothing else leaves zeros; frames never hold 512 of them). Such
+         * data was never synced, so never acknowledged; in an older segment, all of whose
+         * bytes were synced before the next one began, the same is damage.
+         */
+        struct tail_scan t;
+        if (!scan_tail(fd, r->buf, bad, &t, sys))
             return JOURNAL_ESYS;
         if (t.end == 0) {
             out->state = SEG_ZEROS;
-        } else if (t.end <= (claimed != 0 ? claimed : JOURNAL_RECORD_HEADER) ||
-                   (last && t.hole < t.end)) {
+        } else if (last &&
+                   (t.end <= (claimed != 0 ? claimed : JOURNAL_RECORD_HEADER) || t.hole < t.end)) {
             out->state = SEG_TORN;
         } else {
             out->state = SEG_DAMAGED;
@@ -571,12 +709,31 @@ static void report(const struct journal_replay_ops *ops, enum journal_replay_eve
         ops->report(ops->ctx, ev, file, moved_to, offset, reason);
 }
 
+/* ops->hole, or the journal's own ERROR line when the caller gave none. */
+static void report_hole(const struct journal_replay_ops *ops, const struct journal_hole *h)
+{
+    if (ops->hole) {
+        ops->hole(ops->ctx, h);
+        return;
+    }
+    char lost[80] = "no record lost";
+    if (h->first_lost != 0)
+        snprintf(lost, sizeof lost, "records %" PRIu64 "..%" PRIu64 " lost (%" PRIu64 ")",
+                 h->first_lost, h->last_lost, h->last_lost - h->first_lost + 1);
+    log_msg(LOG_ERROR,
+            "journal: %s has a hole of %" PRIu64 " bytes at offset %" PRIu64 " (%s; hole %" PRIu64
+            " of %" PRIu64 "): %s, replay resumed after it; %s%s",
+            h->file, h->bytes, h->offset, h->why, h->index, h->count, lost,
+            h->copy ? "a copy is kept as " : "no copy could be kept: ",
+            h->copy ? h->copy : h->copy_error);
+}
+
 /* Replays one segment; 0 when read, repaired or set aside, else a fatal journal_err. */
 static int replay_segment(int dirfd, const struct seg *s, bool last, struct reader *r,
                           struct replay *rp, bool *dir_changed, struct journal_error *err)
 {
     const struct journal_replay_ops *ops = rp->ops;
-    char why[300], to[SEG_NAME_LEN + 64];
+    char why[300], to[SEG_NAME_LEN + 64], copy_error[200] = "";
     int fd = openat(dirfd, s->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0 && (errno == EACCES || errno == EROFS)) /* read it; a torn tail stays */
         fd = openat(dirfd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -597,7 +754,7 @@ static int replay_segment(int dirfd, const struct seg *s, bool last, struct read
     rp->rep->segments++;
     struct seg_scan sc;
     int sys = 0;
-    int rc = scan_segment(fd, r, replay_record, rp, last, &sc, &sys);
+    int rc = scan_segment(fd, r, s->first, replay_record, rp, last, &sc, &sys);
     if (rc == JOURNAL_ECALLER) {
         close(fd);
         return fail(err, JOURNAL_ECALLER, JOURNAL_STEP_APPLY, 0, s->name);
@@ -608,6 +765,35 @@ static int replay_segment(int dirfd, const struct seg *s, bool last, struct read
         report(ops, JOURNAL_RP_KEPT_BAD, s->name, NULL, sc.valid_end, why);
         rp->rep->damaged++;
         return 0;
+    }
+    /*
+     * Damage: the segment stays where it is (the records replayed from it, before and
+     * after a hole, are needed again if the daemon stops before a snapshot covers them)
+     * and a copy of it as found, before any cut below, is kept aside for inspection.
+     */
+    bool copied = false;
+    if (sc.holes > 0 || sc.state == SEG_DAMAGED) {
+        rp->rep->damaged++;
+        copied = copy_aside(dirfd, s->name, "corrupt", to, sizeof to, dir_changed) == 0;
+        if (!copied)
+            snprintf(copy_error, sizeof copy_error, "%s", strerror(errno));
+    }
+    rp->rep->holes += sc.holes;
+    rp->rep->hole_bytes += sc.hole_bytes;
+    rp->rep->lost += sc.lost;
+    for (uint64_t i = 0; i < sc.holes && i < HOLES_KEPT && i < JOURNAL_HOLES_REPORTED; i++) {
+        const struct seg_hole *sh = &sc.hole[i];
+        struct journal_hole h = {.file = s->name,
+                                 .copy = copied ? to : NULL,
+                                 .copy_error = copied ? NULL : copy_error,
+                                 .offset = sh->offset,
+                                 .bytes = sh->bytes,
+                                 .first_lost = sh->first_lost,
+                                 .last_lost = sh->last_lost,
+                                 .why = sh->why,
+                                 .index = i + 1,
+                                 .count = sc.holes};
+        report_hole(ops, &h);
     }
     if (sc.state == SEG_ZEROS) {
         /* The end of a spare: cut off quietly (best effort: a read-only copy keeps it). */
@@ -630,19 +816,16 @@ static int replay_segment(int dirfd, const struct seg *s, bool last, struct read
     }
     close(fd);
     if (sc.state == SEG_DAMAGED) {
-        rp->rep->damaged++;
-        if (set_aside(dirfd, s->name, "corrupt", to, sizeof to) == 0) {
-            *dir_changed = true;
+        if (copied) {
             snprintf(why, sizeof why,
-                     "%s at offset %" PRIu64 " of %" PRIu64 " bytes; the rest of the segment "
-                     "is not replayed",
+                     "%s at offset %" PRIu64 " of %" PRIu64 " bytes, no valid record after it; "
+                     "the rest of the segment is not replayed",
                      sc.why, sc.valid_end, sc.size);
             report(ops, JOURNAL_RP_DAMAGED, s->name, to, sc.valid_end, why);
         } else {
             snprintf(why, sizeof why,
-                     "%s at offset %" PRIu64 "; the rest is not replayed; cannot set it "
-                     "aside: %s",
-                     sc.why, sc.valid_end, strerror(errno));
+                     "%s at offset %" PRIu64 "; the rest is not replayed; cannot keep a copy: %s",
+                     sc.why, sc.valid_end, copy_error);
             report(ops, JOURNAL_RP_KEPT_BAD, s->name, NULL, sc.valid_end, why);
         }
     }
@@ -1206,7 +1389,7 @@ static int find_next_pos(struct journal *j, uint64_t min_pos, uint64_t *next,
         } else {
             struct seg_scan sc;
             int sys = 0;
-            if (scan_segment(fd, &r, probe_record, &p, true, &sc, &sys) != 0)
+            if (scan_segment(fd, &r, s->first, probe_record, &p, true, &sc, &sys) != 0)
                 rc = fail_seg(err, JOURNAL_STEP_READ, sys, s->name);
             else if (p.last >= v)
                 v = p.last + 1;

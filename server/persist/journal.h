@@ -222,11 +222,33 @@ void journal_stats(const struct journal *j, struct journal_stats *out);
 enum journal_replay_event {
     JOURNAL_RP_TORN,     /* the last record was cut short (a crash mid-write): dropped and
                             the file cut back to offset */
-    JOURNAL_RP_DAMAGED,  /* damage at offset with data after it: the rest of the segment is
-                            skipped and the file renamed to moved_to. Log it loudly. */
-    JOURNAL_RP_KEPT_BAD, /* as DAMAGED but it could not be renamed (reason says why) */
+    JOURNAL_RP_DAMAGED,  /* damage at offset with data but no valid record after it: the
+                            rest of the segment is skipped; a copy of it as found is kept
+                            aside as moved_to. Log it loudly. */
+    JOURNAL_RP_KEPT_BAD, /* as DAMAGED but no copy could be made (reason says why) */
     JOURNAL_RP_IGNORED,  /* a *.log file whose name is not a segment's */
 };
+
+/*
+ * A hole: damage inside a segment with valid records after it. Replay skipped
+ * [offset, offset + bytes) and went on from the next valid record (its header and payload
+ * checksums match and its position continues the segment's), so only the records inside
+ * the hole are lost. The segment stays in the journal (its records after the hole are
+ * needed until a snapshot covers them) and a copy of it as found is kept aside.
+ */
+struct journal_hole {
+    const char *file;               /* the segment, inside the journal directory */
+    const char *copy;               /* the copy kept aside, NULL if none could be made */
+    const char *copy_error;         /* why not, when copy is NULL */
+    uint64_t offset;                /* where the damage starts */
+    uint64_t bytes;                 /* its size: replay resumed at offset + bytes */
+    uint64_t first_lost, last_lost; /* positions of the records lost in it; 0, 0 if none */
+    const char *why;                /* "zeros", "damaged record", "damaged record header" */
+    uint64_t index, count;          /* hole index (from 1) of count in this segment; only
+                                       the first JOURNAL_HOLES_REPORTED are reported */
+};
+
+#define JOURNAL_HOLES_REPORTED 8
 
 struct journal_replay_ops {
     /*
@@ -237,6 +259,9 @@ struct journal_replay_ops {
     /* May be NULL. file is inside the journal directory; moved_to NULL unless DAMAGED. */
     void (*report)(void *ctx, enum journal_replay_event ev, const char *file, const char *moved_to,
                    uint64_t offset, const char *reason);
+    /* A hole skipped, after every record of its segment was applied. May be NULL: the
+     * journal then logs it at ERROR itself (a hole is never silent). */
+    void (*hole)(void *ctx, const struct journal_hole *h);
     void *ctx;
 };
 
@@ -249,15 +274,20 @@ struct journal_replay_report {
     uint64_t torn;     /* torn tails dropped */
     uint64_t torn_bytes;
     uint64_t zero_bytes; /* zeros cut off the segments' ends (a spare's unused end) */
-    uint64_t damaged;    /* segments set aside (or kept in place, KEPT_BAD) */
+    uint64_t damaged;    /* segments with damage (a copy kept aside, or KEPT_BAD) */
+    uint64_t holes;      /* holes skipped (replay resumed after them) */
+    uint64_t hole_bytes; /* their bytes */
+    uint64_t lost;       /* records lost in them (gaps in the positions) */
 };
 
 /*
  * Reads every segment of <data_dir>/journal in order and calls ops->apply for each valid
  * record with a position > from_pos (the smallest journal_pos of the snapshots loaded;
  * apply skips a record its filter's own snapshot covers). A torn tail is cut off and
- * reported; damage followed by more data stops that segment, which is set aside as
- * <segment>.corrupt-<UTC timestamp>, and replay goes on with the next segment. A missing
+ * reported. Damage followed by a valid record is a hole: skipped, reported (ops->hole),
+ * and replay goes on after it; damage with no valid record after it ends that segment
+ * (DAMAGED). Either way the segment stays and a copy of it is kept aside as
+ * <segment>.corrupt-<UTC timestamp> (one copy per content), and replay goes on. A missing
  * journal directory is an empty journal. Only failures that are not the journal's fault
  * stop it (directory unreadable, out of memory, apply refused). Returns 0 or a
  * journal_err with *err filled; *rep (may be NULL) is filled either way.

@@ -6,6 +6,7 @@
 #ifndef BLOOMD_SETASIDE_H
 #define BLOOMD_SETASIDE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -21,5 +22,15 @@ int rename_noreplace(int dirfd, const char *from, const char *to);
  * with errno.
  */
 int set_aside(int dirfd, const char *file, const char *class, char *to, size_t tolen);
+
+/*
+ * Keeps a copy of dirfd/file as it is now, as <file>.<class>-<UTC stamp>[.N] (written
+ * under <file>.<class>.tmp, fsynced, renamed without replacing), the file itself staying
+ * in place. If a copy of that prefix with the same bytes exists already (a damaged file
+ * kept in place is met again at each start) it is named instead and nothing is written.
+ * 0 with the name in to[0, tolen) and *made set if a new name appeared in dirfd (the
+ * caller fsyncs the directory), or -1 with errno.
+ */
+int copy_aside(int dirfd, const char *file, const char *class, char *to, size_t tolen, bool *made);
 
 #endif

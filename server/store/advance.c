@@ -7,7 +7,9 @@
 #include "server/store/advance.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+#include "lib/kind.h"
 #include "server/core/jobs.h"
 #include "server/core/log.h"
 #include "server/core/server.h"
@@ -64,4 +66,32 @@ void advance_all(struct server *srv, int64_t now_ms, bool readers)
         filter_unref(all[i]);
     }
     free(all);
+}
+
+/* kind_field_fn collecting gen0_start, the newest generation's start (window_kind.c). */
+static void newest_start(void *ctx, const char *name, enum kind_field_type type, uint64_t u,
+                         double d, const char *str)
+{
+    (void)d;
+    (void)str;
+    int64_t *latest = ctx;
+    if (type == KIND_FIELD_U64 && strcmp(name, "gen0_start") == 0 && u <= INT64_MAX &&
+        (int64_t)u > *latest)
+        *latest = (int64_t)u;
+}
+
+int64_t advance_latest_ms(struct server *srv)
+{
+    struct filter **all;
+    size_t n;
+    int64_t latest = INT64_MIN;
+    if (registry_collect(srv->reg, NULL, 0, &all, &n) != REGISTRY_OK)
+        return latest;
+    for (size_t i = 0; i < n; i++) {
+        if (all[i]->ops->advance != NULL && all[i]->ops->fields != NULL)
+            all[i]->ops->fields(all[i]->obj, NULL, newest_start, &latest);
+        filter_unref(all[i]);
+    }
+    free(all);
+    return latest;
 }

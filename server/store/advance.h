@@ -22,4 +22,11 @@ void advance_filter(struct server *srv, struct filter *f, int64_t now_ms);
  */
 void advance_all(struct server *srv, int64_t now_ms, bool readers);
 
+/*
+ * The latest time any time-driven filter has reached: the start of its newest generation
+ * (a lower bound: the filter was advanced somewhere within that span), INT64_MIN if there
+ * is none. For clock_window_start at start-up.
+ */
+int64_t advance_latest_ms(struct server *srv);
+
 #endif

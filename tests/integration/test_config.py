@@ -161,3 +161,20 @@ def test_sigterm_with_busy_clients_exits_promptly(daemon_factory):
     for c in idle:
         assert c.read_until_closed(timeout=5) == b""
         c.close()
+
+
+def test_unknown_env_warned_one_line_each(daemon_factory):
+    """Issue 27: a typo in a container's environment is named at start-up, one WARN line
+    per unknown BLOOMD_ variable, with the option it is nearest to; the daemon starts."""
+    d = daemon_factory(env={"BLOOMD_MAX_MEMROY": "1G", "BLOOMD_FROBNICATE": "1",
+                            "BLOOMD_SNAPSHOT_INTERVL": "5", "BLOOMD_DEFAULT_CAPACITY": "777"})
+    lines = [ln for ln in d.log().splitlines() if "unknown environment variable" in ln]
+    assert len(lines) == 3, lines
+    assert all(" WARN " in ln for ln in lines), lines
+    by_var = {ln.split("unknown environment variable ")[1].split(" ")[0]: ln for ln in lines}
+    assert by_var["BLOOMD_MAX_MEMROY"].endswith("did you mean BLOOMD_MAX_MEMORY?")
+    assert by_var["BLOOMD_SNAPSHOT_INTERVL"].endswith("did you mean BLOOMD_SNAPSHOT_INTERVAL?")
+    assert "did you mean" not in by_var["BLOOMD_FROBNICATE"]
+    with d.client() as c:  # the known one still applies
+        assert c.cmd("CREATE f") == "CREATED"
+        assert c.stats("INFO f")["capacity"] == "777"

@@ -324,13 +324,22 @@ static void test_unknown_env_warned(void **state)
     clear_env();
     setenv("BLOOMD_MAX_MEMROY", "1G", 1);
     setenv("BLOOMD_PORT", "99", 1);
+    setenv("BLOOMD_FROBNICATE", "1", 1);
     struct config c;
     enum config_action a;
     assert_int_equal(load(1, ARGV(NULL), &c, &a), CONFIG_OK);
     assert_int_equal(c.port, 99);
-    assert_non_null(strstr(c.warnings, "BLOOMD_MAX_MEMROY"));
+    /* One line each (the order is the environment's), the near one with a hint. */
+    assert_non_null(strstr(c.warnings, "unknown environment variable BLOOMD_MAX_MEMROY (no such "
+                                       "option, ignored); did you mean BLOOMD_MAX_MEMORY?"));
+    const char *frob = strstr(c.warnings, "unknown environment variable BLOOMD_FROBNICATE");
+    assert_non_null(frob);
+    assert_true(frob[strcspn(frob, "\n;")] != ';'); /* nothing near it */
+    assert_non_null(strchr(c.warnings, '\n'));
+    assert_null(strchr(strchr(c.warnings, '\n') + 1, '\n'));
     assert_null(strstr(c.warnings, "BLOOMD_PORT"));
     unsetenv("BLOOMD_MAX_MEMROY");
+    unsetenv("BLOOMD_FROBNICATE");
     clear_env();
     assert_int_equal(load(1, ARGV(NULL), &c, &a), CONFIG_OK);
     assert_string_equal(c.warnings, "");

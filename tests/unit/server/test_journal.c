@@ -1,8 +1,9 @@
 /*
  * test_journal.c - unit tests of the journal: the record codec (round trip of every type,
  * range checks), append/sync/replay, the threaded modes and their events, torn tails,
- * damage in the middle (segment set aside, later segments still replayed), every
- * single-byte corruption of a small journal (a clean prefix or a report, never a wrong
+ * holes in the middle (zeros, a flipped byte, stray frames, an older segment: exactly the
+ * records inside are lost, replay resumes after them, a copy is kept), every single-byte
+ * corruption of a small journal (all records but the one hit, and a report, never a wrong
  * record), truncate_before, positions across reopen, and full-disk failures injected
  * through the write hook and RLIMIT_FSIZE (reported, nothing half-written, recovered).
  */
@@ -45,6 +46,12 @@ struct report {
     char reason[400];
 };
 
+struct hole {
+    char file[256];
+    char copy[256];
+    uint64_t offset, bytes, first_lost, last_lost, index, count;
+};
+
 struct fixture {
     char dir[64];  /* the data directory */
     char jdir[96]; /* its journal/ */
@@ -52,6 +59,8 @@ struct fixture {
     size_t ngot;
     struct report reports[MAX_REPORTS];
     size_t nreports;
+    struct hole holes[MAX_REPORTS];
+    size_t nholes;
     int stop_after; /* apply returns non-zero after this many (0: never) */
 };
 
@@ -78,6 +87,7 @@ static void forget(struct fixture *fx)
         free(fx->got[i].bytes);
     fx->ngot = 0;
     fx->nreports = 0;
+    fx->nholes = 0;
 }
 
 static int setup(void **state)
@@ -200,6 +210,21 @@ static void on_report(void *ctx, enum journal_replay_event ev, const char *file,
     snprintf(r->reason, sizeof r->reason, "%s", reason ? reason : "");
 }
 
+static void on_hole(void *ctx, const struct journal_hole *h)
+{
+    struct fixture *fx = ctx;
+    assert_true(fx->nholes < MAX_REPORTS);
+    struct hole *x = &fx->holes[fx->nholes++];
+    snprintf(x->file, sizeof x->file, "%s", h->file);
+    snprintf(x->copy, sizeof x->copy, "%s", h->copy ? h->copy : "");
+    x->offset = h->offset;
+    x->bytes = h->bytes;
+    x->first_lost = h->first_lost;
+    x->last_lost = h->last_lost;
+    x->index = h->index;
+    x->count = h->count;
+}
+
 static uint64_t pos_of(const struct kept *k)
 {
     uint64_t v = 0;
@@ -210,7 +235,8 @@ static uint64_t pos_of(const struct kept *k)
 
 static int replay(struct fixture *fx, uint64_t from, struct journal_replay_report *rep)
 {
-    struct journal_replay_ops ops = {.apply = apply, .report = on_report, .ctx = fx};
+    struct journal_replay_ops ops = {
+        .apply = apply, .report = on_report, .hole = on_hole, .ctx = fx};
     struct journal_error err;
     forget(fx);
     int rc = journal_replay(fx->dir, from, &ops, rep, &err);
@@ -391,7 +417,8 @@ static void test_round_trip(void **state)
 
     /* apply may stop the replay. */
     fx->stop_after = 3;
-    struct journal_replay_ops ops = {.apply = apply, .report = on_report, .ctx = fx};
+    struct journal_replay_ops ops = {
+        .apply = apply, .report = on_report, .hole = on_hole, .ctx = fx};
     forget(fx);
     assert_int_equal(journal_replay(fx->dir, 0, &ops, &rep, &err), JOURNAL_ECALLER);
     assert_int_equal(fx->ngot, 3);
@@ -636,64 +663,261 @@ static void test_torn_tail(void **state)
     }
 }
 
-/* A write torn by a crash over a spare: its sectors reached the disk in any order, so a
- * sector of zeros sits before data of the same write. That is a torn end (nothing after
- * it was synced), not damage in the middle. */
+/* Where each record of the last clean replay starts in its (single) segment: starts[i] for
+ * i < fx->ngot, and starts[fx->ngot] its end. */
+static void frame_starts(const struct fixture *fx, long *starts)
+{
+    starts[0] = 0;
+    for (size_t i = 0; i < fx->ngot; i++)
+        starts[i + 1] = starts[i] + (long)fx->got[i].len;
+}
+
+/* The index of the record whose frame holds byte off. */
+static size_t frame_at(const long *starts, size_t n, long off)
+{
+    size_t i = 0;
+    while (i + 1 < n && starts[i + 1] <= off)
+        i++;
+    return i;
+}
+
+static void zero_range(const char *path, long at, size_t len)
+{
+    static const unsigned char zeros[65536];
+    assert_true(len <= sizeof zeros);
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, zeros, len, at), (ssize_t)len);
+    close(fd);
+}
+
+static void flip_byte(const char *path, long at, unsigned char mask)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char b;
+    assert_int_equal(pread(fd, &b, 1, at), 1);
+    b ^= mask;
+    assert_int_equal(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+/* The replay gave sample(pos - 1) at every position 1..total except lost_first..lost_last
+ * (inclusive; lost_first 0: none lost), in order. */
+static void assert_all_but(const struct fixture *fx, size_t total, uint64_t lost_first,
+                           uint64_t lost_last)
+{
+    size_t lost = lost_first == 0 ? 0 : (size_t)(lost_last - lost_first + 1);
+    assert_int_equal(fx->ngot, total - lost);
+    uint64_t want = 1;
+    for (size_t i = 0; i < fx->ngot; i++, want++) {
+        if (want == lost_first)
+            want = lost_last + 1;
+        assert_int_equal(pos_of(&fx->got[i]), want);
+        assert_is_sample(&fx->got[i], want - 1, want);
+    }
+}
+
+/* One hole, reported with its place, its size and the positions lost, a copy kept aside. */
+static void assert_one_hole(const struct fixture *fx, const struct journal_replay_report *rep,
+                            long offset, long bytes, uint64_t first_lost, uint64_t last_lost)
+{
+    assert_int_equal(rep->holes, 1);
+    assert_int_equal(rep->hole_bytes, bytes);
+    assert_int_equal(rep->lost, last_lost - first_lost + 1);
+    assert_int_equal(rep->damaged, 1);
+    assert_int_equal(rep->torn, 0);
+    assert_int_equal(fx->nreports, 0); /* no DAMAGED/TORN: a hole has its own report */
+    assert_int_equal(fx->nholes, 1);
+    assert_int_equal(fx->holes[0].offset, offset);
+    assert_int_equal(fx->holes[0].bytes, bytes);
+    assert_int_equal(fx->holes[0].first_lost, first_lost);
+    assert_int_equal(fx->holes[0].last_lost, last_lost);
+    assert_int_equal(fx->holes[0].index, 1);
+    assert_int_equal(fx->holes[0].count, 1);
+    assert_non_null(strstr(fx->holes[0].copy, ".corrupt-"));
+}
+
+/*
+ * 4 KiB of zeros at 40% of a segment (the newest: under `always` every record in it was
+ * acknowledged): only the records the zeros touch are lost, every one after comes back,
+ * the hole is reported, the segment stays in place and one copy is kept aside, however
+ * often it is replayed.
+ */
+static void test_hole_zeros(void **state)
+{
+    struct fixture *fx = *state;
+    char seg[256];
+    enum { N = 400 };
+    fresh_journal(fx, N, seg, sizeof seg);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, N);
+    static long starts[N + 1];
+    frame_starts(fx, starts);
+    long full = file_size(seg), at = full * 40 / 100;
+    assert_true(at + 4096 < full - 4096);
+    size_t a = frame_at(starts, N, at), b = frame_at(starts, N, at + 4095);
+    zero_range(seg, at, 4096);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(replay(fx, 0, &rep), 0);
+        assert_all_but(fx, N, a + 1, b + 1);
+        assert_one_hole(fx, &rep, starts[a], starts[b + 1] - starts[a], a + 1, b + 1);
+        assert_int_equal(file_size(seg), full); /* in place, nothing cut */
+        assert_int_equal(count_files(fx->jdir, ".corrupt-"), 1);
+    }
+    /* The journal goes on after the last position, and the hole is met again later. */
+    struct journal *j = open_manual(fx, NULL);
+    assert_int_equal(journal_last_pos(j), N);
+    append_samples(j, N, 5);
+    assert_int_equal(journal_sync(j, NULL, NULL), 0);
+    close_ok(j);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_all_but(fx, N + 5, a + 1, b + 1);
+    assert_int_equal(rep.holes, 1);
+}
+
+/* One flipped byte in the middle of a segment (in a payload, a header, a trailer): only
+ * the record that holds it is lost. */
+static void test_hole_flipped_byte(void **state)
+{
+    struct fixture *fx = *state;
+    char seg[256];
+    enum { N = 300 };
+    struct journal_replay_report rep;
+    static long starts[N + 1];
+    for (int where = 0; where < 3; where++) {
+        fresh_journal(fx, N, seg, sizeof seg);
+        assert_int_equal(replay(fx, 0, &rep), 0);
+        frame_starts(fx, starts);
+        size_t r = frame_at(starts, N, file_size(seg) * 40 / 100);
+        long off = where == 0   ? (starts[r] + starts[r + 1]) / 2 /* payload */
+                   : where == 1 ? starts[r] + 10                  /* header: position */
+                                : starts[r + 1] - 3;              /* trailer checksum */
+        flip_byte(seg, off, 0x20);
+        assert_int_equal(replay(fx, 0, &rep), 0);
+        assert_all_but(fx, N, r + 1, r + 1);
+        assert_one_hole(fx, &rep, starts[r], starts[r + 1] - starts[r], r + 1, r + 1);
+    }
+}
+
+/*
+ * Valid frames that do not continue the segment are not taken for its next record: a
+ * copy of an earlier record, and one claiming a position far beyond what the hole could
+ * have held, planted inside 4 KiB of zeros, are skipped with the zeros.
+ */
+static void test_hole_stray_frames(void **state)
+{
+    struct fixture *fx = *state;
+    char seg[256];
+    enum { N = 400 };
+    fresh_journal(fx, N, seg, sizeof seg);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    static long starts[N + 1];
+    frame_starts(fx, starts);
+    long full = file_size(seg), at = full * 40 / 100;
+    size_t a = frame_at(starts, N, at), b = frame_at(starts, N, at + 4095);
+    zero_range(seg, at, 4096);
+    struct journal_record old = sample(1), future = sample(2);
+    struct kept k1 = encode(&old, 2), k2 = encode(&future, a + 500);
+    int fd = open(seg, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, k1.bytes, k1.len, at + 100), (ssize_t)k1.len);
+    assert_int_equal(pwrite(fd, k2.bytes, k2.len, at + 1000), (ssize_t)k2.len);
+    close(fd);
+    free(k1.bytes);
+    free(k2.bytes);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_all_but(fx, N, a + 1, b + 1);
+    assert_one_hole(fx, &rep, starts[a], starts[b + 1] - starts[a], a + 1, b + 1);
+}
+
+/* A hole in an older segment: the records after it in that segment come back, and every
+ * later segment is replayed. */
+static void test_hole_older_segment(void **state)
+{
+    struct fixture *fx = *state;
+    enum { N = 200 };
+    write_journal(fx, N, 16384);
+    assert_true(count_files(fx->jdir, ".log") >= 3);
+    char seg[256], next[256];
+    segment_path(fx, 0, seg, sizeof seg);
+    segment_path(fx, 1, next, sizeof next);
+    uint64_t second = strtoull(strrchr(next, '/') + 1, NULL, 10);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, N);
+    size_t n0 = (size_t)(second - 1); /* records in the first segment */
+    static long starts[N + 1];
+    frame_starts(fx, starts); /* the first n0 + 1 are the first segment's */
+    assert_int_equal(starts[n0], file_size(seg));
+    long at = starts[n0] / 2;
+    size_t a = frame_at(starts, n0, at), b = frame_at(starts, n0, at + 1023);
+    assert_true(b + 2 < n0); /* records after the hole in the same segment */
+    zero_range(seg, at, 1024);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_all_but(fx, N, a + 1, b + 1);
+    assert_one_hole(fx, &rep, starts[a], starts[b + 1] - starts[a], a + 1, b + 1);
+    assert_string_equal(fx->holes[0].file, strrchr(seg, '/') + 1);
+}
+
+/*
+ * A write torn by a crash over a spare: its sectors reached the disk in any order, so a
+ * sector of zeros can sit before data of the same write. With no valid record after it,
+ * at the end of the newest segment, that is a torn end (nothing after it was synced),
+ * cut off; in an older segment it is damage (kept, a copy aside, never cut). With valid
+ * records after it, it is a hole wherever it is (tests above).
+ */
 static void test_torn_write_with_holes(void **state)
 {
     struct fixture *fx = *state;
     char seg[256];
-    fresh_journal(fx, 200, seg, sizeof seg);
+    enum { N = 200 };
+    fresh_journal(fx, N, seg, sizeof seg);
     long full = file_size(seg);
     struct journal_replay_report rep;
     assert_int_equal(replay(fx, 0, &rep), 0);
-    assert_int_equal(fx->ngot, 200);
-    /* Zero one aligned sector in the second half, and pad with zeros like a spare. */
-    long hole = (full / 2 + 511) / 512 * 512;
-    assert_true(hole + 512 < full - 1024);
-    size_t before = 0; /* records wholly before the hole */
-    for (long off = 0; before < fx->ngot && off + (long)fx->got[before].len <= hole; before++)
-        off += (long)fx->got[before].len;
+    assert_int_equal(fx->ngot, N);
+    static long starts[N + 1];
+    frame_starts(fx, starts);
+    assert_true(fx->got[N - 1].len > 1024); /* the last record spans a few sectors */
+    /* Zero the sector where the last record starts, and pad with zeros like a spare. */
+    long hole = starts[N - 1] / 512 * 512;
+    size_t before = frame_at(starts, N, hole); /* records wholly before the hole */
     static const unsigned char zeros[4096];
+    zero_range(seg, hole, 512);
     int fd = open(seg, O_WRONLY);
     assert_true(fd >= 0);
-    assert_int_equal(pwrite(fd, zeros, 512, hole), 512);
     assert_int_equal(pwrite(fd, zeros, sizeof zeros, full), (ssize_t)sizeof zeros);
     close(fd);
     assert_int_equal(replay(fx, 0, &rep), 0);
     assert_int_equal(fx->ngot, before);
     assert_int_equal(rep.torn, 1);
-    assert_int_equal(rep.damaged, 0);
+    assert_int_equal(rep.damaged + rep.holes, 0);
     for (size_t i = 0; i < fx->ngot; i++)
         assert_is_sample(&fx->got[i], i, i + 1);
-    /* The same bytes without the hole, but one flipped bit there: damage, set aside. */
-    fresh_journal(fx, 200, seg, sizeof seg);
-    fd = open(seg, O_RDWR);
-    assert_true(fd >= 0);
-    unsigned char b;
-    assert_int_equal(pread(fd, &b, 1, hole), 1);
-    b ^= 0x10;
-    assert_int_equal(pwrite(fd, &b, 1, hole), 1);
-    assert_int_equal(pwrite(fd, zeros, sizeof zeros, full), (ssize_t)sizeof zeros);
-    close(fd);
-    assert_int_equal(replay(fx, 0, &rep), 0);
-    assert_int_equal(rep.damaged, 1);
-    assert_int_equal(rep.torn, 0);
-    /* A hole in an older segment is damage to synced records: set aside, never cut. */
+    assert_int_equal(file_size(seg), starts[before]); /* cut back */
+    /* The same in an older segment: damage at its end, kept in place with a copy. */
     remove_tree(fx->dir);
     assert_int_equal(mkdir(fx->dir, 0700), 0);
-    write_journal(fx, 200, 16384);
+    write_journal(fx, N, 16384);
     segment_path(fx, 0, seg, sizeof seg);
     long first = file_size(seg);
-    hole = (first / 2 + 511) / 512 * 512;
-    assert_true(hole + 512 < first - 1024);
-    fd = open(seg, O_WRONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(pwrite(fd, zeros, 512, hole), 512);
-    close(fd);
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    frame_starts(fx, starts);
+    size_t last = frame_at(starts, N, first - 1); /* the first segment's last record */
+    assert_true(starts[last + 1] == first && fx->got[last].len > 600);
+    hole = (starts[last] + 511) / 512 * 512; /* the first sector wholly inside it */
+    assert_true(hole + 512 <= first);
+    zero_range(seg, hole, 512);
     assert_int_equal(replay(fx, 0, &rep), 0);
     assert_int_equal(rep.damaged, 1);
-    assert_int_equal(rep.torn, 0);
+    assert_int_equal(rep.torn + rep.holes, 0);
+    assert_int_equal(fx->nreports, 1);
+    assert_int_equal(fx->reports[0].ev, JOURNAL_RP_DAMAGED);
+    assert_int_equal(file_size(seg), first);
+    assert_all_but(fx, N, last + 1, last + 1);
 }
 
 /* A segment named for the next position that holds only zeros (a spare renamed into
@@ -786,41 +1010,25 @@ static void test_middle_damage(void **state)
     struct journal_replay_report rep;
     assert_int_equal(replay(fx, 0, &rep), 0);
     assert_int_equal(fx->ngot, 60);
-    /* Flip a byte in the first record of the second segment. */
+    /* Flip a byte in the first record of the second segment: a hole of that record. */
     segment_path(fx, 1, seg, sizeof seg);
     const char *base = strrchr(seg, '/') + 1;
     char segname[64];
     snprintf(segname, sizeof segname, "%s", base);
     uint64_t first = strtoull(segname, NULL, 10);
-    int fd = open(seg, O_RDWR);
-    assert_true(fd >= 0);
-    unsigned char b;
-    assert_int_equal(pread(fd, &b, 1, 30), 1);
-    b ^= 0x40;
-    assert_int_equal(pwrite(fd, &b, 1, 30), 1);
-    close(fd);
+    size_t k = 0;
+    while (pos_of(&fx->got[k]) != first)
+        k++;
+    long len = (long)fx->got[k].len;
+    flip_byte(seg, 30, 0x40);
     assert_int_equal(replay(fx, 0, &rep), 0);
-    assert_int_equal(rep.damaged, 1);
-    assert_int_equal(fx->nreports, 1);
-    assert_int_equal(fx->reports[0].ev, JOURNAL_RP_DAMAGED);
-    assert_string_equal(fx->reports[0].file, segname);
-    assert_non_null(strstr(fx->reports[0].moved_to, ".corrupt-"));
-    assert_int_equal(fx->reports[0].offset, 0);
-    /* Set aside, not deleted; later segments replayed. */
+    assert_all_but(fx, 60, first, first);
+    assert_one_hole(fx, &rep, 0, len, first, first);
+    assert_string_equal(fx->holes[0].file, segname);
+    /* Kept in place (its later records are needed until a snapshot covers them), and a
+     * copy set aside; later segments replayed. */
     assert_int_equal(count_files(fx->jdir, ".corrupt-"), 1);
-    assert_int_equal(count_files(fx->jdir, ".log"), nseg); /* "x.log.corrupt-..." counts */
-    uint64_t second;
-    {
-        char next[256];
-        segment_path(fx, 1, next, sizeof next);
-        second = strtoull(strrchr(next, '/') + 1, NULL, 10);
-    }
-    assert_int_equal(fx->ngot, 60 - (second - first));
-    for (size_t i = 0; i < fx->ngot; i++) {
-        uint64_t pos = pos_of(&fx->got[i]);
-        assert_true(pos < first || pos >= second);
-        assert_is_sample(&fx->got[i], pos - 1, pos);
-    }
+    assert_int_equal(count_files(fx->jdir, ".log"), nseg + 1); /* "x.log.corrupt-..." counts */
     /* The journal reopens after it and goes on. */
     struct journal *j = open_manual(fx, NULL);
     assert_int_equal(journal_last_pos(j), 60);
@@ -828,9 +1036,9 @@ static void test_middle_damage(void **state)
 }
 
 /*
- * Every byte of a small journal (two segments), flipped two ways: replay must give a
- * prefix of each segment's records (never a changed one), and anything short of all of
- * them must come with a report.
+ * Every byte of a small journal (two segments), flipped two ways: replay must give every
+ * record but the one holding the byte (never a changed one), with one report: a hole, or,
+ * for the last record of the first segment (nothing valid after it there), DAMAGED.
  */
 static void test_every_byte(void **state)
 {
@@ -851,14 +1059,17 @@ static void test_every_byte(void **state)
     assert_int_equal(replay(fx, 0, &rep), 0);
     size_t all = fx->ngot;
     assert_int_equal(all, 12);
+    long starts[13];
+    frame_starts(fx, starts);
     uint64_t second;
     {
         char next[256];
         segment_path(fx, 1, next, sizeof next);
         second = strtoull(strrchr(next, '/') + 1, NULL, 10);
     }
+    assert_int_equal(starts[second - 1], size);
     const unsigned char flips[2] = {0x01, 0x80};
-    size_t torn = 0, damaged = 0;
+    size_t holes = 0, damaged = 0;
     for (long off = 0; off < size; off++) {
         for (int f = 0; f < 2; f++) {
             memcpy(copy, orig, (size_t)size);
@@ -878,26 +1089,24 @@ static void test_every_byte(void **state)
             assert_int_equal(write(fd, copy, (size_t)size), size);
             close(fd);
             assert_int_equal(replay(fx, 0, &rep), 0);
-            /* Positions 1..second-1 live in the damaged segment; the rest must all come. */
-            size_t k = 0;
-            while (k < fx->ngot && pos_of(&fx->got[k]) < second) {
-                assert_int_equal(pos_of(&fx->got[k]), k + 1);
-                assert_is_sample(&fx->got[k], k, k + 1);
-                k++;
-            }
-            assert_int_equal(fx->ngot - k, all - (second - 1));
-            for (size_t i = k; i < fx->ngot; i++)
-                assert_is_sample(&fx->got[i], pos_of(&fx->got[i]) - 1, pos_of(&fx->got[i]));
             /* Every byte is under a checksum: the flip is always noticed and reported. */
-            assert_true(k < second - 1);
-            assert_int_equal(rep.torn + rep.damaged, 1);
-            assert_int_equal(fx->nreports, 1);
-            torn += rep.torn;
-            damaged += rep.damaged;
+            uint64_t lost = frame_at(starts, second - 1, off) + 1;
+            assert_all_but(fx, all, lost, lost);
+            assert_int_equal(rep.torn, 0);
+            assert_int_equal(rep.damaged, 1);
+            assert_int_equal(fx->nreports + fx->nholes, 1);
+            if (lost == second - 1) {
+                assert_int_equal(fx->reports[0].ev, JOURNAL_RP_DAMAGED);
+                assert_int_equal(fx->reports[0].offset, starts[lost - 1]);
+            } else {
+                assert_int_equal(fx->holes[0].offset, starts[lost - 1]);
+                assert_int_equal(fx->holes[0].bytes, starts[lost] - starts[lost - 1]);
+            }
+            holes += rep.holes;
+            damaged += fx->nreports;
         }
     }
-    /* Flips in the last record read as a torn tail, earlier ones as damage. */
-    assert_true(torn > 0 && damaged > 0);
+    assert_true(holes > 0 && damaged > 0);
     assert_true(size > 300);
     free(orig);
     free(copy);
@@ -1360,6 +1569,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_write_with_holes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero_segment_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_middle_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hole_zeros, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hole_flipped_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hole_stray_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hole_older_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_skipped, setup, teardown),
