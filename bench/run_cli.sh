@@ -4,7 +4,7 @@
 # Rounds alternate which goes first; each run gets a fresh filter of the same parameters.
 # Prints every run's seconds, the medians, keys/s, and the ratio of the medians (bloomd-cli's
 # time / nc's); the target is <= 1.43 (bloomd-cli at least 0.7x nc's speed), else MISSED.
-# Knobs (environment): BENCH_CLI_KEYS (2000000), BENCH_CLI_ROUNDS (5), BENCH_CLI_BATCH (500).
+# Knobs (environment): BENCH_CLI_KEYS (2000000), BENCH_CLI_ROUNDS (7), BENCH_CLI_BATCH (500).
 # Stops the server it started, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 
 KEYS=${BENCH_CLI_KEYS:-2000000}
-ROUNDS=${BENCH_CLI_ROUNDS:-5}
+ROUNDS=${BENCH_CLI_ROUNDS:-7}
 BATCH=${BENCH_CLI_BATCH:-500}
 TARGET=1.43
 BLOOMD=${BLOOMD:-build/bloomd}

@@ -112,9 +112,10 @@ static void input_close(struct input *in)
 
 /*
  * The next line (without '\n'): 1 and *line set, 0 when more must be read first, -1 at the
- * end of the last file, -2 on an error (printed).
+ * end of the last file, -2 on an error (printed). With whole, the line is also checked as
+ * a key in the same pass: *clean true means it is one (cli_line_scan); false, look again.
  */
-static int input_line(struct input *in, struct proto_slice *line)
+static int input_line(struct input *in, struct proto_slice *line, bool whole, bool *clean)
 {
     for (;;) {
         if (in->fd < 0) {
@@ -124,7 +125,14 @@ static int input_line(struct input *in, struct proto_slice *line)
         }
         const char *p = in->buf.data + in->buf.off;
         size_t n = cli_buf_pending(&in->buf);
-        const char *nl = n > 0 ? memchr(p, '\n', n) : NULL;
+        const char *nl = NULL;
+        *clean = false;
+        if (whole) {
+            size_t at = cli_line_scan(p, n, clean);
+            nl = at < n ? p + at : NULL;
+        } else if (n > 0) {
+            nl = memchr(p, '\n', n);
+        }
         if (nl != NULL || (in->fd_eof && n > 0)) {
             size_t len = nl != NULL ? (size_t)(nl - p) : n;
             size_t used = nl != NULL ? len + 1 : n;
@@ -248,7 +256,8 @@ static int produce(struct bulk *b)
     while (!b->input_done && b->inflight < b->slots - 1 &&
            cli_buf_pending(cli_conn_out(b->c)) < OUT_HIGH) {
         struct proto_slice line, key;
-        int r = input_line(&b->in, &line);
+        bool clean;
+        int r = input_line(&b->in, &line, b->o->keys.field == 0, &clean);
         if (r == 0)
             return 1;
         if (r < 0) {
@@ -257,7 +266,11 @@ static int produce(struct bulk *b)
                 batch_close(b);
             return r == -2 ? -1 : 0;
         }
-        int kr = cli_key_extract(&b->o->keys, line.ptr, line.len, &key);
+        int kr = CLI_KEY_OK;
+        if (clean && line.len <= CLI_KEY_MAX) /* the common case, checked while scanning */
+            key = (struct proto_slice){line.ptr, line.len - (line.ptr[line.len - 1] == '\r')};
+        else
+            kr = cli_key_extract(&b->o->keys, line.ptr, line.len, &key);
         if (kr != CLI_KEY_OK) {
             if (b->o->skip_bad) {
                 b->bad++;

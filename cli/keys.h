@@ -38,6 +38,15 @@ enum cli_key_err {
 int cli_key_extract(const struct cli_keyspec *spec, const char *line, size_t len,
                     struct proto_slice *key);
 
+/*
+ * The bulk modes' fast path for whole-line keys: finds the first '\n' in p[0..n) and checks
+ * the line before it in the same pass. Returns its offset, or n if there is none (then
+ * *clean is unset). *clean is true if the line is a valid key once one '\r' before the
+ * '\n' is dropped, exactly when cli_key_extract of the whole line would return CLI_KEY_OK
+ * (for a line up to CLI_KEY_MAX bytes: the caller checks the length).
+ */
+size_t cli_line_scan(const char *p, size_t n, bool *clean);
+
 /* A short reason for a cli_key_extract error ("the key has a tab"). */
 const char *cli_key_strerror(int err);
 

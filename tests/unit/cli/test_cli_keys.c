@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "cli/keys.h"
+#include "proto/url.h"
 
 static void test_extract(void **state)
 {
@@ -77,6 +78,64 @@ static void test_too_long(void **state)
     free(line);
 }
 
+/* Model-based: on random keys, cli_key_extract accepts exactly what proto_key_valid does
+ * (the word-at-a-time scan against the byte-by-byte one), at every length and alignment. */
+static void test_matches_proto(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "ab ~\t\r\0\x7f\xff\x80\x01";
+    uint64_t seed = 12345;
+    struct cli_keyspec whole = {0, 0};
+    for (int round = 0; round < 200000; round++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        size_t n = (size_t)(seed >> 58); /* 0..63 */
+        char *k = malloc(n ? n : 1);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            /* Mostly good bytes, so long valid keys occur too. */
+            unsigned r = (unsigned)(seed >> 40);
+            k[i] =
+                (r % 16 == 0) ? alphabet[(r >> 4) % (sizeof alphabet - 1)] : (char)('a' + r % 26);
+        }
+        struct proto_slice key;
+        int rc = cli_key_extract(&whole, k, n, &key);
+        /* One trailing CR is the terminator, not part of the key. */
+        struct proto_slice want = {k, n > 0 && k[n - 1] == '\r' ? n - 1 : n};
+        assert_int_equal(rc == CLI_KEY_OK, proto_key_valid(want));
+        free(k);
+    }
+}
+
+/* Model-based: cli_line_scan finds what memchr finds, and calls a line clean exactly when
+ * cli_key_extract accepts it, on random buffers of every length (the SIMD and tail loops). */
+static void test_line_scan(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "ab\n\r \t\0\xff";
+    uint64_t seed = 99;
+    struct cli_keyspec whole = {0, 0};
+    for (int round = 0; round < 200000; round++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        size_t n = (size_t)(seed >> 57); /* 0..127 */
+        char *p = malloc(n ? n : 1);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            unsigned r = (unsigned)(seed >> 40);
+            p[i] =
+                (r % 24 == 0) ? alphabet[(r >> 5) % (sizeof alphabet - 1)] : (char)('a' + r % 26);
+        }
+        bool clean = false;
+        size_t at = cli_line_scan(p, n, &clean);
+        const char *nl = n ? memchr(p, '\n', n) : NULL;
+        assert_int_equal(at, nl != NULL ? (size_t)(nl - p) : n);
+        if (nl != NULL) {
+            struct proto_slice key;
+            assert_int_equal(clean, cli_key_extract(&whole, p, at, &key) == CLI_KEY_OK);
+        }
+        free(p);
+    }
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -99,8 +158,8 @@ static void test_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_extract),
-        cmocka_unit_test(test_too_long),
+        cmocka_unit_test(test_extract),       cmocka_unit_test(test_too_long),
+        cmocka_unit_test(test_matches_proto), cmocka_unit_test(test_line_scan),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
