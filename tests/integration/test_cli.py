@@ -379,15 +379,19 @@ def test_tls(daemon_factory, tmp_path):
 class Tmux:
     """One tmux server on its own socket running bloomd-cli in a pane."""
 
-    def __init__(self, tmp_path, home, args):
-        self.sock = "bloomd-cli-test-%d" % os.getpid()
+    made = 0
+
+    def __init__(self, tmp_path, home, args, after=""):
+        Tmux.made += 1  # a socket of its own: a killed server may still be going away
+        self.sock = "bloomd-cli-test-%d-%d" % (os.getpid(), Tmux.made)
         self.home = home
         self.args = args
+        self.after = after  # shell commands run after the CLI exits (the pane stays)
         self.base = ["tmux", "-L", self.sock, "-f", "/dev/null"]
         self.started = False
 
     def start(self):
-        cmd = " ".join([CLI] + self.args)
+        cmd = " ".join([CLI] + self.args) + self.after
         env = "env -u BLOOMD_URL HOME=%s TERM=xterm " % self.home
         subprocess.run(self.base + ["new-session", "-d", "-s", "t", "-x", "160", "-y", "50",
                                     env + cmd], check=True, timeout=30)
@@ -423,10 +427,10 @@ def tmux_cli(tmp_path):
         pytest.skip("needs tmux (scripts/deps.sh test)")
     made = []
 
-    def make(args):
+    def make(args, after=""):
         home = tmp_path / "home"
         home.mkdir(exist_ok=True)
-        t = Tmux(tmp_path, home, args)
+        t = Tmux(tmp_path, home, args, after)
         made.append(t)
         t.start()
         return t
@@ -495,6 +499,18 @@ def test_interactive_reconnects_after_restart(daemon_factory, tmux_cli):
     t.keys("VERSION", "Enter")
     t.wait_for(r"cannot connect to 127\.0\.0\.1:%d: Connection refused" % port)
     t.wait_for(r"\(not connected\)>$")
+
+
+def test_progress_line_on_a_tty(bloomd, tmux_cli, tmp_path):
+    path = tmp_path / "keys.txt"
+    path.write_text("".join("p%d\n" % i for i in range(100_000)))
+    # One key per request, one in flight: slow enough to see the progress line.
+    t = tmux_cli(["-p", str(bloomd.port), "add", "prog", str(path), "--batch", "1",
+                  "--depth", "1", "--create", "capacity=100000"], after="; echo EXIT=$?; sleep 120")
+    t.wait_for(r"^\d+ keys, [\d.]+k? keys/s, \d+\.\d%$", timeout=60)
+    s = t.wait_for(r"^EXIT=0$", timeout=TIMEOUT)
+    assert re.search(r"^100000 keys, \d+ new$", s, re.M), s
+    assert "keys/s" not in s  # the progress line was cleared
 
 
 # ---- installing ----
