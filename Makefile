@@ -288,7 +288,7 @@ bench: bench-cli
 install: install-cli
 uninstall: uninstall-cli
 
-$(REL)/cli/%.o $(ASAN)/cli/%.o: EXTRA := $(CONV)
+$(REL)/cli/%.o $(ASAN)/cli/%.o $(FUZZ)/cli/%.o: EXTRA := $(CONV)
 
 build/bloomd-cli: $(call objs,$(REL),$(CLI_SRC) $(PROTO_SRC))
 	$(CC) $(REL_FLAGS) $^ $(CLI_LIBS) -o $@
@@ -297,6 +297,9 @@ $(ASAN)/bloomd-cli: $(call objs,$(ASAN),$(CLI_SRC) $(PROTO_SRC))
 $(UNIT_CLI): $(ASAN)/tests/%: $(ASAN)/tests/unit/cli/%.o $(call objs,$(ASAN),$(CLI_PURE_SRC) \
              cli/msg.c $(PROTO_SRC))
 	$(CC) $(ASAN_FLAGS) $^ $(TEST_LIBS) -o $@
+
+# The cli parsers' fuzzer (tests/fuzz/fuzz_cli_parse.c) links them too.
+$(FUZZ)/fuzz_cli_parse: $(call objs,$(FUZZ),$(CLI_PURE_SRC))
 
 bench-cli: build/bloomd build/bloomd-cli | $(DEPS_BENCH)
 	bench/run_cli.sh
