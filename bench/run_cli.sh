@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# run_cli.sh - `make bench-cli`: bloomd-cli's bulk add against the no-install way, nc piping
-# ready-made ADD lines (the same keys, the same keys per line), into one fresh bloomd.
+# run_cli.sh - `make bench-cli`: bloomd-cli's bulk modes against the no-install way, nc piping
+# ready-made protocol lines (the same keys, the same keys per line), into one fresh bloomd:
+# `add FILE` against ADD lines, and `dedup FILE > /dev/null` against CHECKADD lines.
 # Rounds alternate which goes first; each run gets a fresh filter of the same parameters.
-# Prints every run's seconds, the medians, keys/s, and the ratio of the medians (bloomd-cli's
+# Prints every run's seconds, the medians, keys/s, and the ratios of the medians (bloomd-cli's
 # time / nc's); the target is <= 1.43 (bloomd-cli at least 0.7x nc's speed), else MISSED.
 # Knobs (environment): BENCH_CLI_KEYS (2000000), BENCH_CLI_ROUNDS (7), BENCH_CLI_BATCH (500).
 # Stops the server it started, even on failure.
@@ -29,12 +30,16 @@ PID=
 trap 'stop_pid "$PID" 10; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 
-# The keys (URL-like, 30-40 bytes) and the same keys as ADD lines of BATCH keys, then QUIT
-# so that the server closes and nc exits once every reply is in.
+# The keys (URL-like, 30-40 bytes) and the same keys as ADD and CHECKADD lines of BATCH keys,
+# then QUIT so that the server closes and nc exits once every reply is in.
 awk -v n="$KEYS" 'BEGIN { for (i = 0; i < n; i++) printf "https://site%d.example/page/%d\n", i % 997, i }' \
     >"$TMP/keys.txt"
-awk -v b="$BATCH" '{ if ((NR - 1) % b == 0) { if (NR > 1) printf "\r\n"; printf "ADD nc" }
-                     printf " %s", $0 } END { printf "\r\nQUIT\r\n" }' "$TMP/keys.txt" >"$TMP/add.txt"
+lines() {
+    awk -v b="$BATCH" -v cmd="$1" '{ if ((NR - 1) % b == 0) { if (NR > 1) printf "\r\n"; printf "%s nc", cmd }
+        printf " %s", $0 } END { printf "\r\nQUIT\r\n" }' "$TMP/keys.txt"
+}
+lines ADD >"$TMP/add.txt"
+lines CHECKADD >"$TMP/checkadd.txt"
 LINES=$(((KEYS + BATCH - 1) / BATCH))
 
 PORT=$(free_port)
@@ -53,15 +58,15 @@ fresh() { "$CLI" -p "$PORT" DROP "$1" >/dev/null || true; cmd CREATE "$1" $CREAT
 now() { date +%s.%N; }
 calc() { awk "BEGIN { print $1 }"; }
 
-# run_nc / run_cli: one timed run each, on a fresh filter; print seconds. Each checks its
-# result: every ADD line answered (nc), the summary line (bloomd-cli), every key in.
+# run_nc FILE / run_cli MODE: one timed run each, on a fresh filter; print seconds. Each
+# checks its result: every line answered (nc), the summary line (bloomd-cli).
 run_nc() {
     fresh nc
     local t0 t1 got
     t0=$(now)
-    nc 127.0.0.1 "$PORT" <"$TMP/add.txt" >"$TMP/nc.out"
+    nc 127.0.0.1 "$PORT" <"$TMP/$1" >"$TMP/nc.out"
     t1=$(now)
-    got=$(grep -c '^ADDED ' "$TMP/nc.out" || true)
+    got=$(wc -l <"$TMP/nc.out")
     [ "$got" -eq "$LINES" ] || { echo "run_cli.sh: nc got $got of $LINES replies" >&2; exit 1; }
     calc "$t1 - $t0"
 }
@@ -69,7 +74,7 @@ run_cli() {
     fresh cl
     local t0 t1
     t0=$(now)
-    "$CLI" -p "$PORT" --batch "$BATCH" add cl "$TMP/keys.txt" 2>"$TMP/cli.err"
+    "$CLI" -p "$PORT" --batch "$BATCH" "$1" cl "$TMP/keys.txt" >/dev/null 2>"$TMP/cli.err"
     t1=$(now)
     grep -q "^$KEYS keys, " "$TMP/cli.err" || { cat "$TMP/cli.err" >&2; exit 1; }
     calc "$t1 - $t0"
@@ -77,39 +82,57 @@ run_cli() {
 
 NC_T=()
 CLI_T=()
+NCD_T=()
+DEDUP_T=()
 for ((r = 0; r < ROUNDS; r++)); do
     if ((r % 2 == 0)); then
-        NC_T+=("$(run_nc)")
-        CLI_T+=("$(run_cli)")
+        NC_T+=("$(run_nc add.txt)")
+        CLI_T+=("$(run_cli add)")
+        NCD_T+=("$(run_nc checkadd.txt)")
+        DEDUP_T+=("$(run_cli dedup)")
     else
-        CLI_T+=("$(run_cli)")
-        NC_T+=("$(run_nc)")
+        DEDUP_T+=("$(run_cli dedup)")
+        NCD_T+=("$(run_nc checkadd.txt)")
+        CLI_T+=("$(run_cli add)")
+        NC_T+=("$(run_nc add.txt)")
     fi
 done
-# Every key of the last bloomd-cli run is present (check --absent prints none).
+# Every key of the last bloomd-cli run is present (check --absent prints none), and a
+# second dedup of the same keys prints nothing.
 absent=$("$CLI" -p "$PORT" -q check cl --absent "$TMP/keys.txt" | wc -l)
-[ "$absent" -eq 0 ] || { echo "run_cli.sh: $absent keys absent after bloomd-cli add" >&2; exit 1; }
+[ "$absent" -eq 0 ] || { echo "run_cli.sh: $absent keys absent after bloomd-cli" >&2; exit 1; }
+again=$("$CLI" -p "$PORT" -q dedup cl "$TMP/keys.txt" | wc -l)
+[ "$again" -eq 0 ] || { echo "run_cli.sh: a second dedup printed $again lines" >&2; exit 1; }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 NC_M=$(median "${NC_T[@]}")
 CLI_M=$(median "${CLI_T[@]}")
-RATIO=$(calc "$CLI_M / $NC_M")
+NCD_M=$(median "${NCD_T[@]}")
+DEDUP_M=$(median "${DEDUP_T[@]}")
 
-echo "bulk add of $KEYS keys, $BATCH keys per ADD line, $ROUNDS rounds interleaved (seconds):"
-printf '%-30s' "run"
-for ((r = 1; r <= ROUNDS; r++)); do printf '%8s' "$r"; done
-printf '%10s %12s\n' median "keys/s"
+echo "bulk modes, $KEYS keys, $BATCH keys per line, $ROUNDS rounds interleaved (seconds):"
+printf '%-34s' "run"
+for ((r = 1; r <= ROUNDS; r++)); do printf '%7s' "$r"; done
+printf '%9s %11s\n' median "keys/s"
 row() {
     local name=$1 med=$2
     shift 2
-    printf '%-30s' "$name"
+    printf '%-34s' "$name"
     local t
-    for t in "$@"; do printf '%8.3f' "$t"; done
-    printf '%10.3f %12.0f\n' "$med" "$(calc "$KEYS / $med")"
+    for t in "$@"; do printf '%7.3f' "$t"; done
+    printf '%9.3f %11.0f\n' "$med" "$(calc "$KEYS / $med")"
 }
 row "nc < ready-made ADD lines" "$NC_M" "${NC_T[@]}"
 row "bloomd-cli add FILE" "$CLI_M" "${CLI_T[@]}"
-verdict=OK
-if [ "$(calc "($RATIO > $TARGET) ? 1 : 0")" -eq 1 ]; then verdict=MISSED; fi
-printf 'time ratio bloomd-cli / nc: %.3f (target <= %s, i.e. >= 0.7x the speed): %s\n' \
-    "$RATIO" "$TARGET" "$verdict"
+row "nc < ready-made CHECKADD lines" "$NCD_M" "${NCD_T[@]}"
+row "bloomd-cli dedup FILE >/dev/null" "$DEDUP_M" "${DEDUP_T[@]}"
+verdict() {
+    local what=$1 ratio
+    ratio=$(calc "$2 / $3")
+    local v=OK
+    if [ "$(calc "($ratio > $TARGET) ? 1 : 0")" -eq 1 ]; then v=MISSED; fi
+    printf 'time ratio %-24s %.3f (target <= %s, i.e. >= 0.7x the speed): %s\n' "$what:" \
+        "$ratio" "$TARGET" "$v"
+}
+verdict "bloomd-cli add / nc" "$CLI_M" "$NC_M"
+verdict "bloomd-cli dedup / nc" "$DEDUP_M" "$NCD_M"

@@ -20,15 +20,15 @@ void cli_buf_destroy(struct cli_buf *b)
     cli_buf_init(b);
 }
 
-char *cli_buf_reserve(struct cli_buf *b, size_t n)
+char *cli_buf_grow(struct cli_buf *b, size_t n)
 {
-    if (b->cap - b->len >= n)
-        return b->data + b->len;
     if (b->off > 0) {
         memmove(b->data, b->data + b->off, b->len - b->off);
         b->len -= b->off;
         b->off = 0;
     }
+    if (b->cap - b->len >= n)
+        return b->data + b->len;
     size_t cap = b->cap ? b->cap : 4096;
     while (cap - b->len < n) {
         if (cap > ((size_t)-1) / 2)

@@ -24,7 +24,17 @@ void cli_buf_destroy(struct cli_buf *b);
  * that is enough, else growing) and returns a pointer to them; the caller writes there
  * and then adds what it wrote to len. Pointers into the buffer are invalid afterwards.
  */
-char *cli_buf_reserve(struct cli_buf *b, size_t n);
+static inline char *cli_buf_reserve(struct cli_buf *b, size_t n);
+
+/* The slow path of cli_buf_reserve: compacts or grows. */
+char *cli_buf_grow(struct cli_buf *b, size_t n);
+
+static inline char *cli_buf_reserve(struct cli_buf *b, size_t n)
+{
+    if (b->cap - b->len >= n)
+        return b->data + b->len;
+    return cli_buf_grow(b, n);
+}
 
 void cli_buf_append(struct cli_buf *b, const void *p, size_t n);
 void cli_buf_puts(struct cli_buf *b, const char *s);

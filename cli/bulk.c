@@ -54,20 +54,21 @@ struct bulk {
     const struct bulk_opts *o;
     struct cli_conn *c;
     struct input in;
-    const char *cmd;     /* ADD, CHECK or CHECKADD */
-    bool keep_lines;     /* the batches keep their lines */
-    struct batch *ring;  /* depth + 1 slots: those in flight, then the open one */
-    size_t slots;        /* depth + 1 */
-    size_t head;         /* oldest batch in flight */
-    size_t inflight;     /* batches sent (or queued) and not answered */
-    bool open;           /* ring[head + inflight] is being filled */
-    size_t open_bytes;   /* bytes of its request so far */
-    bool input_done;     /* no more keys will be sent */
-    unsigned char *bits; /* one reply's bits */
-    uint64_t keys;       /* keys answered */
-    uint64_t hits;       /* add, dedup: new; check: present */
-    uint64_t bad;        /* lines skipped (--skip-bad) */
-    char stop_msg[512];  /* why the input stopped early (a bad key), or "" */
+    const char *cmd;      /* ADD, CHECK or CHECKADD */
+    bool keep_lines;      /* the batches keep their lines */
+    struct batch *ring;   /* depth + 1 slots: those in flight, then the open one */
+    size_t slots;         /* depth + 1 */
+    size_t head;          /* oldest batch in flight */
+    size_t inflight;      /* batches sent (or queued) and not answered */
+    bool open;            /* ring[head + inflight] is being filled */
+    size_t open_bytes;    /* bytes of its request so far */
+    bool input_done;      /* no more keys will be sent */
+    unsigned char *bits;  /* one reply's bits */
+    struct cli_buf print; /* check's 0/1 lines of one reply */
+    uint64_t keys;        /* keys answered */
+    uint64_t hits;        /* add, dedup: new; check: present */
+    uint64_t bad;         /* lines skipped (--skip-bad) */
+    char stop_msg[512];   /* why the input stopped early (a bad key), or "" */
     double started, last_progress;
     bool progress_shown;
 };
@@ -240,8 +241,10 @@ static void batch_add(struct bulk *b, struct proto_slice key, struct proto_slice
             t->ends_cap = t->ends_cap ? 2 * t->ends_cap : 256;
             t->ends = cli_alloc(t->ends, t->ends_cap * sizeof *t->ends);
         }
-        cli_buf_append(&t->lines, line.ptr, line.len);
-        cli_buf_append(&t->lines, "\n", 1);
+        char *q = cli_buf_reserve(&t->lines, line.len + 1);
+        memcpy(q, line.ptr, line.len);
+        q[line.len] = '\n';
+        t->lines.len += line.len + 1;
         t->ends[t->nkeys] = t->lines.len;
     }
     t->nkeys++;
@@ -322,19 +325,31 @@ static int on_reply(struct bulk *b, struct proto_slice r)
         }
         /* Which lines to print: dedup the new (0) ones; check --present the 1s,
          * --absent the 0s; plain check prints every bit. */
-        int want = b->o->mode == BULK_DEDUP ? 0 : b->o->only > 0 ? 1 : 0;
-        bool lines = b->o->mode == BULK_DEDUP || b->o->only != 0;
-        size_t from = 0;
-        for (size_t i = 0; i < t->nkeys; i++) {
-            unsigned bit = b->bits[i];
-            if (b->o->mode == BULK_DEDUP ? bit == 0 : bit == 1)
-                b->hits++;
-            if (!lines)
-                fputs_unlocked(bit ? "1\n" : "0\n", stdout);
-            else if ((int)bit == want)
-                fwrite_unlocked(t->lines.data + from, 1, t->ends[i] - from, stdout);
-            if (b->keep_lines)
+        unsigned char hit = b->o->mode == BULK_DEDUP ? 0 : 1;
+        for (size_t i = 0; i < t->nkeys; i++)
+            b->hits += b->bits[i] == hit;
+        if (!b->keep_lines) { /* plain check: a 0 or 1 line per key, in one write */
+            char *p = cli_buf_reserve(&b->print, 2 * t->nkeys);
+            for (size_t i = 0; i < t->nkeys; i++) {
+                p[2 * i] = (char)('0' + b->bits[i]);
+                p[2 * i + 1] = '\n';
+            }
+            fwrite_unlocked(p, 1, 2 * t->nkeys, stdout);
+        } else {
+            /* dedup prints the lines of new (0) keys, check --present those of 1s and
+             * --absent those of 0s; a run of consecutive lines goes out in one write. */
+            unsigned char want = b->o->mode == BULK_DEDUP ? 0 : b->o->only > 0 ? 1 : 0;
+            size_t run = 0, from = 0;
+            for (size_t i = 0; i < t->nkeys; i++) {
+                if (b->bits[i] != want) {
+                    if (from > run)
+                        fwrite_unlocked(t->lines.data + run, 1, from - run, stdout);
+                    run = t->ends[i];
+                }
                 from = t->ends[i];
+            }
+            if (from > run)
+                fwrite_unlocked(t->lines.data + run, 1, from - run, stdout);
         }
         if (ferror(stdout))
             return -1;
@@ -509,5 +524,6 @@ int bulk_run(struct cli_conn *c, const struct bulk_opts *o)
     }
     free(b.ring);
     free(b.bits);
+    cli_buf_destroy(&b.print);
     return rc;
 }
