@@ -382,12 +382,12 @@ class Tmux:
     made = 0
 
     def __init__(self, tmp_path, home, args, after=""):
-        Tmux.made += 1  # a socket of its own: a killed server may still be going away
-        self.sock = "bloomd-cli-test-%d-%d" % (os.getpid(), Tmux.made)
+        Tmux.made += 1  # a socket of its own (a killed server may still be going away),
+        self.sock = str(tmp_path / ("tmux%d" % Tmux.made))  # under tmp_path: none left behind
         self.home = home
         self.args = args
         self.after = after  # shell commands run after the CLI exits (the pane stays)
-        self.base = ["tmux", "-L", self.sock, "-f", "/dev/null"]
+        self.base = ["tmux", "-S", self.sock, "-f", "/dev/null"]
         self.started = False
 
     def start(self):
