@@ -5,7 +5,7 @@
 # Rounds alternate which goes first; each run gets a fresh filter of the same parameters.
 # Prints every run's seconds, the medians, keys/s, and the ratios of the medians (bloomd-cli's
 # time / nc's); the target is <= 1.43 (bloomd-cli at least 0.7x nc's speed), else MISSED.
-# Knobs (environment): BENCH_CLI_KEYS (2000000), BENCH_CLI_ROUNDS (7), BENCH_CLI_BATCH (500).
+# Knobs (environment): BENCH_CLI_KEYS (2000000), BENCH_CLI_ROUNDS (9), BENCH_CLI_BATCH (500).
 # Stops the server it started, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 
 KEYS=${BENCH_CLI_KEYS:-2000000}
-ROUNDS=${BENCH_CLI_ROUNDS:-7}
+ROUNDS=${BENCH_CLI_ROUNDS:-9}
 BATCH=${BENCH_CLI_BATCH:-500}
 TARGET=1.43
 BLOOMD=${BLOOMD:-build/bloomd}
