@@ -285,4 +285,46 @@ uninstall-python:
 clean:
 	rm -rf build
 
+# ---- bloomd-cli ----
+# cli/ includes proto/ and lib/, never server/ (scripts/check-includes.py). The pure
+# modules (no sockets, no libedit) are what the tests/unit/cli/ tests link.
+CLI_SRC := $(wildcard cli/*.c)
+CLI_PURE_SRC := cli/url.c cli/keys.c cli/reply.c
+CLI_LIBS = $(shell pkg-config --libs libedit openssl)
+UNIT_CLI_SRC := $(wildcard tests/unit/cli/test_*.c)
+UNIT_CLI := $(patsubst tests/unit/cli/%.c,$(ASAN)/tests/%,$(UNIT_CLI_SRC))
+UNIT_TESTS += $(UNIT_CLI)
+FORMAT_SRC += $(wildcard cli/*.[ch])
+
+.PHONY: bench-cli install-cli uninstall-cli
+all: build/bloomd-cli
+unit: $(UNIT_CLI)
+integration: $(ASAN)/bloomd-cli build/bloomd-cli
+bench: bench-cli
+install: install-cli
+uninstall: uninstall-cli
+
+$(REL)/cli/%.o $(ASAN)/cli/%.o $(FUZZ)/cli/%.o: EXTRA := $(CONV)
+
+build/bloomd-cli: $(call objs,$(REL),$(CLI_SRC) $(PROTO_SRC))
+	$(CC) $(REL_FLAGS) $^ $(CLI_LIBS) -o $@
+$(ASAN)/bloomd-cli: $(call objs,$(ASAN),$(CLI_SRC) $(PROTO_SRC))
+	$(CC) $(ASAN_FLAGS) $^ $(CLI_LIBS) -o $@
+$(UNIT_CLI): $(ASAN)/tests/%: $(ASAN)/tests/unit/cli/%.o $(call objs,$(ASAN),$(CLI_PURE_SRC) \
+             cli/msg.c $(PROTO_SRC))
+	$(CC) $(ASAN_FLAGS) $^ $(TEST_LIBS) -o $@
+
+# The cli parsers' fuzzer (tests/fuzz/fuzz_cli_parse.c) links them too.
+$(FUZZ)/fuzz_cli_parse: $(call objs,$(FUZZ),$(CLI_PURE_SRC))
+
+bench-cli: build/bloomd build/bloomd-cli | $(DEPS_BENCH)
+	bench/run_cli.sh
+
+install-cli: build/bloomd-cli
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 build/bloomd-cli $(DESTDIR)$(BINDIR)/bloomd-cli
+	install -m 644 man/bloomd-cli.1 $(DESTDIR)$(MANDIR)/man1/bloomd-cli.1
+uninstall-cli:
+	rm -f $(DESTDIR)$(BINDIR)/bloomd-cli $(DESTDIR)$(MANDIR)/man1/bloomd-cli.1
+
 -include $(shell find $(REL) $(ASAN) $(FUZZ) -name '*.d' 2>/dev/null)

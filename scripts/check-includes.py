@@ -3,6 +3,7 @@
 
 - lib/ and proto/ include nothing from server/; lib/ nothing from proto/, proto/ nothing
   from lib/.
+- cli/ (bloomd-cli) includes cli/, proto/ and lib/, never server/; server/ never cli/.
 - server/ is in folders by layer, bottom to top: core, store, persist, exec, repl, then
   net and http (side by side: neither includes the other), then server/'s top level
   (main, lifecycle). A file may include headers of its own folder and of folders below
@@ -19,7 +20,9 @@ import re
 import sys
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-INC = re.compile(r'#include "((?:lib|proto|server)/(?:[a-z_]+/)*[a-z_]+)\.h"')
+INC = re.compile(r'#include "((?:lib|proto|server|cli)/(?:[a-z_]+/)*[a-z_]+)\.h"')
+# What each top folder outside server/ may include (server/ has the layer rules below).
+MAY_INCLUDE = {"lib": {"lib"}, "proto": {"proto"}, "cli": {"cli", "proto", "lib"}}
 
 # server/ folders and their rank: a file may include only from lower ranks or its own folder.
 RANK = {"core": 0, "store": 1, "persist": 2, "exec": 3, "repl": 4, "net": 5, "http": 5, "": 6}
@@ -37,7 +40,7 @@ def folder_of(module):
 
 
 def sources():
-    for top in ("lib", "proto", "server"):
+    for top in ("lib", "proto", "server", "cli"):
         for dirpath, _, names in os.walk(os.path.join(root, top)):
             for name in sorted(names):
                 if name.endswith((".c", ".h")):
@@ -55,8 +58,11 @@ for rel, path in sources():
     text = open(path, encoding="utf-8").read()
     for dep in INC.findall(text):
         dep_top = dep.split("/")[0]
-        if top != "server" and dep_top != top:
+        if top != "server" and dep_top not in MAY_INCLUDE[top]:
             bad.append("%s includes %s.h" % (rel, dep))
+            continue
+        if top == "server" and dep_top == "cli":
+            bad.append("%s includes %s.h: cli/ is the client, not part of the server" % (rel, dep))
             continue
         if top != "server" or dep_top != "server":
             continue

@@ -31,14 +31,15 @@ want=()
 for kind in "$@"; do
     case "$kind" in
     build) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev libsystemd-dev
-                  libssl-dev xxd) ;;
+                  libssl-dev xxd libedit-dev) ;;
     test) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev libcmocka-dev
                  libsystemd-dev libssl-dev openssl xxd python3 python3-pytest python3-venv python3-wheel-whl
                  groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
-                 clang-format nutcracker python3-pymemcache libmemcached-tools libfaketime) ;;
+                 clang-format nutcracker python3-pymemcache libmemcached-tools libfaketime
+                 libedit-dev tmux) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
                   libsystemd-dev libssl-dev openssl xxd python3 redis-server memcached nutcracker
-                  coreutils) ;;
+                  coreutils libedit-dev netcat-openbsd) ;;
     docker) want+=(podman buildah debootstrap runc slirp4netns uidmap) ;;
     *) echo "deps.sh: unknown kind '$kind'" >&2; exit 2 ;;
     esac
