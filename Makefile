@@ -163,7 +163,8 @@ $(FUZZERS): $(FUZZ)/%: $(FUZZ)/tests/fuzz/%.o $(call objs,$(FUZZ),$(LIB_SRC) $(P
 $(BENCHES): $(REL)/bench/%: $(REL)/bench/%.o $(call objs,$(REL),$(LIB_SRC) $(PROTO_SRC))
 	$(CC) $(REL_FLAGS) $^ $(SERVER_LIBS) -o $@
 # The journal bench measures a server module: it links that one object too.
-$(REL)/bench/bench_journal: $(REL)/server/persist/journal.o $(REL)/server/persist/setaside.o
+$(REL)/bench/bench_journal: $(REL)/server/persist/journal.o $(REL)/server/persist/setaside.o \
+                           $(REL)/server/core/log.o $(REL)/server/core/clock.o
 
 # ---- tests ----
 # `make test`: format and layering check, unit tests, integration tests, a short run of
