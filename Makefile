@@ -87,7 +87,7 @@ DEPS_TEST := build/.deps-test
 DEPS_BENCH := build/.deps-bench
 
 .PHONY: all run test unit integration fuzz fuzz-smoke format format-check bench bench-lib \
-        bench-proto bench-net bench-snapshot bench-http bench-tls bench-fair docker-test clean install uninstall \
+        bench-proto bench-net bench-snapshot bench-http bench-tls bench-fair bench-repl docker-test clean install uninstall \
         install-python uninstall-python
 .DEFAULT_GOAL := all
 
@@ -213,7 +213,7 @@ format-check: | $(DEPS_TEST)
 	$(PYTHON) scripts/check-includes.py
 
 # ---- benchmarks ----
-bench: bench-lib bench-proto bench-net bench-snapshot bench-http bench-tls bench-fair
+bench: bench-lib bench-proto bench-net bench-snapshot bench-http bench-tls bench-fair bench-repl
 bench-lib: $(REL)/bench/bench_lib
 	$(REL)/bench/bench_lib
 bench-proto: $(REL)/bench/bench_proto
@@ -226,6 +226,8 @@ bench-http: build/bloomd $(BENCHES) | $(DEPS_BENCH)
 	bench/run_http.sh
 bench-tls: build/bloomd $(REL)/bench/loadgen | $(DEPS_BENCH)
 	bench/run_tls.sh
+bench-repl: build/bloomd $(REL)/bench/loadgen | $(DEPS_BENCH)
+	bench/run_repl.sh
 bench-fair: build/bloomd
 	bench/run_fair.sh
 
