@@ -479,12 +479,17 @@ int mutate_copy(const struct server *srv, const struct filter *src, void **out)
     return rc;
 }
 
-/* Journals a successful operation: dst and its sources, in order. */
+/*
+ * Journals a successful operation: dst and its sources, in order. Replay applies it to
+ * the sources as they are then: dst's setop_pos makes the snapshotter write dst before any
+ * source's newer snapshot (or file removal) could change what that is.
+ */
 static void journal_setop(struct server *srv, const struct mutate_sources *s,
                           struct proto_slice dst, uint64_t *pos)
 {
     if (!recording(srv))
         return;
+    uint64_t at = 0;
     struct journal_name src[MUTATE_MAX_SOURCES];
     for (size_t i = 0; i < s->n; i++)
         src[i] = (struct journal_name){s->names[i].ptr, s->names[i].len};
@@ -492,7 +497,14 @@ static void journal_setop(struct server *srv, const struct mutate_sources *s,
                                  .name = {dst.ptr, dst.len},
                                  .sources = src,
                                  .nsources = s->n};
-    journal(srv, &rec, pos);
+    journal(srv, &rec, &at);
+    if (at == 0)
+        return;
+    *pos = at;
+    struct filter *f = durable_on(srv) ? registry_get(srv->reg, dst.ptr, dst.len) : NULL;
+    if (f != NULL)
+        atomic_store(&f->setop_pos, at - srv->repl.delta); /* as a journal position */
+    filter_unref(f);
 }
 
 int mutate_setop(struct server *srv, struct proto_slice dst_name, struct mutate_sources *s,

@@ -337,6 +337,34 @@ static struct snap_job *new_job(struct snapshotter *s, enum snap_job_kind kind,
 }
 
 /* A write job for f (with a reference), or for every dirty filter when f is NULL. */
+/*
+ * The filters holding a UNION/INTERSECT result no snapshot has yet (setop_pos above
+ * journal_pos), but skip, as references in a malloc'd array (*n of them; NULL when none).
+ * Replay applies such a record to its sources as they are at that point of the journal:
+ * a source written (FLUSH) or removed (DROP) before them would give them other keys.
+ */
+static struct filter **pending_setops(struct snapshotter *s, const struct filter *skip, size_t *n)
+{
+    struct filter **all;
+    size_t m, k = 0;
+    *n = 0;
+    if (registry_collect(s->srv->reg, NULL, 0, &all, &m) != REGISTRY_OK)
+        return NULL;
+    for (size_t i = 0; i < m; i++) {
+        struct filter *f = all[i];
+        if (f != skip && atomic_load(&f->setop_pos) > atomic_load(&f->journal_pos))
+            all[k++] = f;
+        else
+            filter_unref(f);
+    }
+    if (k == 0) {
+        free(all);
+        return NULL;
+    }
+    *n = k;
+    return all;
+}
+
 static struct snap_job *write_job(struct snapshotter *s, struct filter *f, snapshot_done_fn done,
                                   void *arg)
 {
@@ -347,14 +375,23 @@ static struct snap_job *write_job(struct snapshotter *s, struct filter *f, snaps
     j->covered = durable_last_pos(s->srv);
     j->all = f == NULL;
     if (f != NULL) {
-        j->filters = malloc(sizeof *j->filters);
+        /* Set operation results waiting for their first snapshot go first (see above). */
+        size_t np;
+        struct filter **pend = pending_setops(s, f, &np);
+        j->filters = malloc((np + 1) * sizeof *j->filters);
         if (j->filters == NULL) {
+            for (size_t i = 0; i < np; i++)
+                filter_unref(pend[i]);
+            free(pend);
             free(j);
             return NULL;
         }
+        if (np > 0)
+            memcpy(j->filters, pend, np * sizeof *pend);
+        free(pend);
         filter_ref(f);
-        j->filters[0] = f;
-        j->n = 1;
+        j->filters[np] = f;
+        j->n = np + 1;
     } else if (registry_collect(s->srv->reg, NULL, 0, &j->filters, &j->n) != REGISTRY_OK) {
         free(j);
         return NULL;
@@ -474,6 +511,23 @@ int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapsho
     }
     memcpy(j->name, name, len);
     j->name[len] = '\0';
+    /* Set operation results waiting for their first snapshot are written before the
+     * file goes, on the same lane: replay may need this filter's records to apply them. */
+    size_t np;
+    struct filter **pend = pending_setops(s, NULL, &np);
+    if (pend != NULL) {
+        struct snap_job *w = new_job(s, SNAP_WRITE, NULL, NULL);
+        if (w != NULL) {
+            w->covered = durable_last_pos(s->srv);
+            w->filters = pend;
+            w->n = np;
+            post(s, w, LANE_QUICK);
+        } else {
+            for (size_t i = 0; i < np; i++)
+                filter_unref(pend[i]);
+            free(pend);
+        }
+    }
     post(s, j, LANE_QUICK);
     return 0;
 }

@@ -32,6 +32,9 @@ struct filter {
     _Atomic uint64_t changes;     /* bumped by every mutation; starts at 1 (never saved) */
     _Atomic int64_t saved_at;     /* Unix time of its last snapshot, 0 if none (snapshot.c) */
     _Atomic uint64_t journal_pos; /* journal position its last snapshot covers, 0 if none */
+    _Atomic uint64_t setop_pos;   /* journal position of the last UNION/INTERSECT into it:
+                                     above journal_pos, its snapshot must come before any
+                                     source's newer one (snapshot.c); 0 if none */
     int64_t rotated_ms;           /* time of its last journaled ROTATE (loop thread only) */
     _Atomic uint64_t keys_new;    /* keys ADD/CHECKADD found new (written by the loop only) */
     _Atomic uint64_t keys_seen;   /* keys ADD/CHECKADD found present already */
