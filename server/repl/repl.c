@@ -570,9 +570,15 @@ static void prop_record(struct server *srv, const struct journal_record *rec, ui
     if (backlog_append(r->backlog, rec, offset) != 0)
         log_msg(LOG_ERROR, "replication: out of memory for the backlog: replicas resync in full");
     for (struct repl_feed *f = r->feeds; f != NULL; f = f->next) {
-        if (f->cut || f->state != FEED_STREAMING || f->sent + 1 != offset ||
-            f->sink.unsent(f->sink.conn) >= FEED_MAX_UNSENT)
-            continue; /* behind: it catches up from the backlog as its output drains */
+        if (f->cut || f->state != FEED_STREAMING)
+            continue;
+        if (f->sent + 1 != offset || f->sink.unsent(f->sink.conn) >= FEED_MAX_UNSENT) {
+            /* Behind: it catches up from the backlog as its output drains, unless the
+             * backlog lost what it needs (a replica that stopped reading). */
+            if (!backlog_has(r->backlog, f->sent))
+                cut(f, "it fell behind the replication backlog (it will resync in full)");
+            continue;
+        }
         const void *p;
         size_t n;
         uint64_t last;
