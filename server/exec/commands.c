@@ -34,6 +34,34 @@
 #include "server/store/kinds.h"
 #include "server/store/registry.h"
 
+void commands_create_params(const struct server *srv, const struct proto_create *o,
+                            const struct kind_ops *ops, struct kind_params *out)
+{
+    /* Defaults: the library's, the server's, the kind's; then the options given. */
+    struct kind_params p = {.now_ms = clock_window_ms()};
+    sbf_params_default(&p.sbf);
+    p.sbf.capacity = srv->cfg.default_capacity;
+    p.sbf.error = srv->cfg.default_error;
+    if (ops->defaults != NULL)
+        ops->defaults(&p);
+    if (o->set & PROTO_OPT_CAPACITY)
+        p.sbf.capacity = o->capacity;
+    if (o->set & PROTO_OPT_ERROR)
+        p.sbf.error = o->error;
+    if (o->set & PROTO_OPT_GROWTH)
+        p.sbf.growth =
+            o->growth == PROTO_GROWTH_LINEAR ? SBF_GROWTH_LINEAR : SBF_GROWTH_EXPONENTIAL;
+    if (o->set & PROTO_OPT_SCALE)
+        p.sbf.scale = o->scale;
+    if (o->set & PROTO_OPT_RATIO)
+        p.sbf.ratio = o->ratio;
+    if (o->set & PROTO_OPT_WINDOW)
+        p.window_ms = o->window_ms;
+    if (o->set & PROTO_OPT_GENERATIONS)
+        p.generations = o->generations;
+    *out = p;
+}
+
 /* The kind a CREATE asks for, or NULL (res set) if there is none by that name. */
 static const struct kind_ops *create_kind(const struct proto_create *o, struct result *res)
 {
@@ -160,28 +188,8 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
     const struct kind_ops *ops = create_kind(o, res);
     if (ops == NULL)
         return;
-    /* Defaults: the library's, the server's, the kind's; then the options given. */
-    struct kind_params p = {.now_ms = clock_window_ms()};
-    sbf_params_default(&p.sbf);
-    p.sbf.capacity = srv->cfg.default_capacity;
-    p.sbf.error = srv->cfg.default_error;
-    if (ops->defaults != NULL)
-        ops->defaults(&p);
-    if (o->set & PROTO_OPT_CAPACITY)
-        p.sbf.capacity = o->capacity;
-    if (o->set & PROTO_OPT_ERROR)
-        p.sbf.error = o->error;
-    if (o->set & PROTO_OPT_GROWTH)
-        p.sbf.growth =
-            o->growth == PROTO_GROWTH_LINEAR ? SBF_GROWTH_LINEAR : SBF_GROWTH_EXPONENTIAL;
-    if (o->set & PROTO_OPT_SCALE)
-        p.sbf.scale = o->scale;
-    if (o->set & PROTO_OPT_RATIO)
-        p.sbf.ratio = o->ratio;
-    if (o->set & PROTO_OPT_WINDOW)
-        p.window_ms = o->window_ms;
-    if (o->set & PROTO_OPT_GENERATIONS)
-        p.generations = o->generations;
+    struct kind_params p;
+    commands_create_params(srv, o, ops, &p);
 
     if (!(p.sbf.scale >= 1 && p.sbf.scale <= 64)) {
         result_set(res, RESULT_CLIENT_ERROR, "scale must be between 1 and 64");

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/kind.h"
 #include "proto/request.h"
 #include "proto/result.h"
 
@@ -39,6 +40,14 @@ enum cmd_result {
  */
 int commands_execute(struct server *srv, struct stats *st, const struct proto_request *req,
                      struct result *res, struct completion *later);
+
+/*
+ * The parameters a CREATE with options o makes a filter of kind ops with: the library's
+ * defaults, then the server's (default_capacity, default_error), the kind's, then o's.
+ * Not checked (sbf_params_check is the caller's). For CREATE and /api/plan alike.
+ */
+void commands_create_params(const struct server *srv, const struct proto_create *o,
+                            const struct kind_ops *ops, struct kind_params *out);
 
 /*
  * Makes sure the filter named name exists, creating it on first use (the memcached

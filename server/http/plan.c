@@ -21,6 +21,7 @@
 #include "proto/url.h"
 #include "server/core/budget.h"
 #include "server/core/server.h"
+#include "server/exec/commands.h"
 #include "server/http/http_pages.h"
 #include "server/http/json.h"
 #include "server/store/kinds.h"
@@ -281,28 +282,8 @@ int api_plan(struct server *srv, const char *query, size_t qlen, struct evbuffer
                  o->kind.ptr, kinds_names());
         return api_error(out, 400, why);
     }
-    /* cmd_create's defaults: the library's, the server's, the kind's; then the options. */
-    struct kind_params p = {0};
-    sbf_params_default(&p.sbf);
-    p.sbf.capacity = srv->cfg.default_capacity;
-    p.sbf.error = srv->cfg.default_error;
-    if (ops->defaults != NULL)
-        ops->defaults(&p);
-    if (o->set & PROTO_OPT_CAPACITY)
-        p.sbf.capacity = o->capacity;
-    if (o->set & PROTO_OPT_ERROR)
-        p.sbf.error = o->error;
-    if (o->set & PROTO_OPT_GROWTH)
-        p.sbf.growth =
-            o->growth == PROTO_GROWTH_LINEAR ? SBF_GROWTH_LINEAR : SBF_GROWTH_EXPONENTIAL;
-    if (o->set & PROTO_OPT_SCALE)
-        p.sbf.scale = o->scale;
-    if (o->set & PROTO_OPT_RATIO)
-        p.sbf.ratio = o->ratio;
-    if (o->set & PROTO_OPT_WINDOW)
-        p.window_ms = o->window_ms;
-    if (o->set & PROTO_OPT_GENERATIONS)
-        p.generations = o->generations;
+    struct kind_params p; /* as CREATE makes them */
+    commands_create_params(srv, o, ops, &p);
     if (sbf_params_check(&p.sbf) != SBF_OK)
         return api_error(out, 400, "invalid filter parameters");
 
