@@ -92,6 +92,9 @@ struct sbf_hash {
 /* Hashes a key of len bytes (len may be 0). Never fails. */
 struct sbf_hash sbf_hash_key(const void *key, size_t len);
 
+/* The hash of key under a filter's 64-bit seed; seed 0 is sbf_hash_key. */
+struct sbf_hash sbf_hash_key_seeded(const void *key, size_t len, uint64_t seed);
+
 struct sbf;
 
 /*

@@ -377,10 +377,12 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
         bit = PROTO_OPT_GENERATIONS;
     else if (slice_eq_nocase(key, "kind"))
         bit = PROTO_OPT_KIND;
+    else if (slice_eq_nocase(key, "seed"))
+        bit = PROTO_OPT_SEED;
     else
         return fail(req, PROTO_ERR_OPTION,
                     "unknown option (valid: capacity error growth scale ratio window "
-                    "generations kind)",
+                    "generations kind seed)",
                     key);
     if (c->set & bit)
         return fail(req, PROTO_ERR_OPTION, "repeated option", key);
@@ -418,6 +420,10 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
         c->generations = (uint32_t)g;
         return PROTO_OK;
     }
+    case PROTO_OPT_SEED:
+        if (proto_parse_u64(val.ptr, val.len, &c->seed) != 0)
+            return fail(req, PROTO_ERR_NUMBER, "bad number (seed=<0..2^64-1>)", val);
+        return PROTO_OK;
     case PROTO_OPT_KIND:
         /* Which kinds exist is the server's business: here only the token's shape. */
         if (!valid_kind(val))

@@ -52,6 +52,7 @@ enum proto_create_opt {
     PROTO_OPT_WINDOW = 1u << 5,      /* window=<duration> (windowed kind) */
     PROTO_OPT_GENERATIONS = 1u << 6, /* generations=<g> (windowed kind) */
     PROTO_OPT_KIND = 1u << 7,        /* kind=<name> */
+    PROTO_OPT_SEED = 1u << 8,        /* seed=<u64>: the keys' hash seed */
 };
 
 enum proto_growth {
@@ -69,6 +70,7 @@ struct proto_create {
     uint64_t window_ms;      /* PROTO_MIN_WINDOW_MS..PROTO_MAX_WINDOW_MS */
     uint32_t generations;    /* 2..16; only with window= */
     struct proto_slice kind; /* kind=<name>: a [a-z0-9_-] token; the server knows the kinds */
+    uint64_t seed;           /* seed=<n> (decimal u64) */
 };
 
 /*

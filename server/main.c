@@ -150,9 +150,21 @@ int main(int argc, char **argv)
                 "%s; allow_readonly_data_dir is set: serving what it holds WITHOUT persistence: "
                 "every snapshot, FLUSH and the save at shutdown will fail until it is writable",
                 err);
+    /* The secret new filters hash with (by default): made at first start, kept in SEED. */
+    uint64_t seed = 0;
+    err[0] = '\0';
+    if (datadir_seed(cfg.data_dir, &seed, err, sizeof err) != 0) {
+        log_msg(LOG_ERROR, "%s", err);
+        datadir_close(&dd);
+        log_close();
+        return 2;
+    }
+    if (err[0] != '\0')
+        log_msg(LOG_WARN, "%s", err);
     size_memory(&cfg);
     struct server srv;
     int rc = server_init(&srv, &cfg);
+    srv.seed = seed;
     snapfile_set_on_dir_recreated(on_dir_recreated, &srv);
     if (rc == SERVER_OK)
         rc = server_run(&srv);

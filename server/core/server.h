@@ -88,9 +88,10 @@ struct server {
     struct setop *setops;    /* background UNION/INTERSECTs under way (setop.c) */
     const struct mutate_watch *watch; /* told of changes to filters being copied (mutate.h) */
     const struct mutate_propagate *propagate; /* replication's view of every change; or NULL */
-    bool applying;                     /* a record from elsewhere is being applied: mutate journals
-                                          and propagates that record itself, not its parts */
-    struct server_repl repl;           /* role and figures (server/repl/ fills them) */
+    bool applying;           /* a record from elsewhere is being applied: mutate journals
+                                and propagates that record itself, not its parts */
+    struct server_repl repl; /* role and figures (server/repl/ fills them) */
+    uint64_t seed;           /* the data dir's hash secret: new filters' seed by default (main.c) */
     struct repl *replication;          /* the primary's feeds and the replica's link; or NULL */
     char repl_token[CONFIG_TOKEN_MAX]; /* the token a replica sends its primary ("" = none) */
     struct figures *figures;           /* per-filter samples and cached popcounts (store/figures.h);

@@ -86,7 +86,7 @@ static const struct kind_ops *create_kind(const struct proto_create *o, struct r
  * of the filter's parameters.
  */
 static void exists(struct result *res, const struct filter *f, const struct kind_ops *want,
-                   unsigned set, const struct kind_params *p)
+                   unsigned set, const struct kind_params *p, uint64_t seed)
 {
     struct kind_params have = *p; /* a kind that cannot say matches anything */
     if (f->ops->params != NULL)
@@ -133,6 +133,10 @@ static void exists(struct result *res, const struct filter *f, const struct kind
         opt = "generations";
         snprintf(had, sizeof had, "%u", (unsigned)have.generations);
         snprintf(asked, sizeof asked, "%u", (unsigned)p->generations);
+    } else if ((set & PROTO_OPT_SEED) && f->seed != seed) {
+        opt = "seed"; /* its own is not shown: it keys the placement of its keys */
+        snprintf(had, sizeof had, "another");
+        snprintf(asked, sizeof asked, "%llu", (unsigned long long)seed);
     }
     if (opt == NULL) {
         result_set(res, RESULT_EXISTS, NULL);
@@ -199,13 +203,16 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
         return;
     }
+    /* The data dir's secret, unless seed= asks for another (filters of separate daemons
+     * combine only when their seeds are the same). */
+    uint64_t seed = (o->set & PROTO_OPT_SEED) ? o->seed : srv->seed;
     struct filter *old = cmdlib_lookup(srv, req->name);
     if (old != NULL) {
-        exists(res, old, ops, o->set, &p);
+        exists(res, old, ops, o->set, &p, seed);
         filter_unref(old);
         return;
     }
-    int rc = mutate_create(srv, req->name, ops, &p, pos);
+    int rc = mutate_create(srv, req->name, ops, &p, seed, pos);
     if (rc == SBF_EINVAL)
         result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
     else if (rc != SBF_OK)
@@ -215,13 +222,14 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
 }
 
 /* Hashes the next keys of *rest, at most max, into h; returns how many (0: none left). */
-static size_t hash_keys(const struct proto_request *req, struct proto_slice *rest,
-                        struct sbf_hash *h, size_t max)
+static size_t hash_keys(const struct filter *f, const struct proto_request *req,
+                        struct proto_slice *rest, struct sbf_hash *h, size_t max)
 {
     struct proto_slice keys[COMMANDS_BATCH];
     size_t n = proto_next_keys(req, rest, keys, max < COMMANDS_BATCH ? max : COMMANDS_BATCH);
+    uint64_t seed = f->seed;
     for (size_t i = 0; i < n; i++)
-        h[i] = sbf_hash_key(keys[i].ptr, keys[i].len);
+        h[i] = sbf_hash_key_seeded(keys[i].ptr, keys[i].len, seed);
     return n;
 }
 
@@ -246,7 +254,7 @@ static int cmd_add(struct server *srv, struct stats *st, const struct proto_requ
     size_t n;
     if (per_key)
         res->status = RESULT_BITS;
-    while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
+    while (rc == SBF_OK && (n = hash_keys(f, req, &rest, h, COMMANDS_BATCH)) > 0) {
         bool *bits = per_key ? result_add_bits(res, n) : scratch;
         if (bits == NULL)
             break;
@@ -294,7 +302,7 @@ static int cmd_delete(struct server *srv, const struct proto_request *req, struc
     uint64_t removed = 0, pos = 0;
     int rc = SBF_OK;
     size_t n;
-    while (rc == SBF_OK && (n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
+    while (rc == SBF_OK && (n = hash_keys(f, req, &rest, h, COMMANDS_BATCH)) > 0) {
         size_t k = 0;
         rc = mutate_delete(srv, f, h, n, &k, &pos);
         removed += k;
@@ -322,7 +330,7 @@ static void cmd_check(struct stats *st, struct server *srv, const struct proto_r
     struct proto_slice rest = req->args;
     size_t n;
     res->status = RESULT_BITS;
-    while ((n = hash_keys(req, &rest, h, COMMANDS_BATCH)) > 0) {
+    while ((n = hash_keys(f, req, &rest, h, COMMANDS_BATCH)) > 0) {
         bool *bits = result_add_bits(res, n);
         if (bits == NULL)
             break;
@@ -572,7 +580,7 @@ void commands_execute_run(struct server *srv, struct stats *st, const struct pro
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         struct proto_slice rest = reqs[i].args;
-        total += hash_keys(&reqs[i], &rest, h + total, COMMANDS_BATCH - total);
+        total += hash_keys(f, &reqs[i], &rest, h + total, COMMANDS_BATCH - total);
         assert(rest.len == 0 || total == COMMANDS_BATCH);
     }
     int rc = SBF_OK;

@@ -111,10 +111,12 @@ static void journal(struct server *srv, const struct journal_record *rec, uint64
         *pos = p;
 }
 
-/* CREATE's parameter bytes: 8 little-endian fields. */
-#define PARAMS_BYTES 64
+/* CREATE's parameter bytes: 8 little-endian fields, then (since the seeded format) the
+ * seed; 64-byte parameters (older journals) mean seed 0. */
+#define PARAMS_BYTES_V1 64
+#define PARAMS_BYTES 72
 
-static size_t encode_params(const struct kind_params *p, unsigned char *out)
+static size_t encode_params(const struct kind_params *p, uint64_t seed, unsigned char *out)
 {
     le_put64(out, p->sbf.capacity);
     le_put64(out + 8, le_f64_bits(p->sbf.error));
@@ -124,14 +126,16 @@ static size_t encode_params(const struct kind_params *p, unsigned char *out)
     le_put64(out + 40, p->window_ms);
     le_put64(out + 48, p->generations);
     le_put64(out + 56, (uint64_t)p->now_ms);
+    le_put64(out + 64, seed);
     return PARAMS_BYTES;
 }
 
-static int decode_params(const void *in, size_t n, struct kind_params *p)
+static int decode_params(const void *in, size_t n, struct kind_params *p, uint64_t *seed)
 {
     const unsigned char *b = in;
-    if (n != PARAMS_BYTES)
+    if (n != PARAMS_BYTES && n != PARAMS_BYTES_V1)
         return -1;
+    *seed = n == PARAMS_BYTES ? le_get64(b + 64) : 0;
     uint64_t growth = le_get64(b + 16);
     if (growth > SBF_GROWTH_LINEAR || le_get64(b + 48) > UINT32_MAX)
         return -1;
@@ -150,11 +154,12 @@ static int decode_params(const void *in, size_t n, struct kind_params *p)
 
 /* ---- putting objects into the table ---- */
 
-/* A new filter named name holding obj (taken over). Returns SBF_OK or SBF_ENOMEM. */
+/* A new filter named name holding obj (taken over), hashing with seed. Returns SBF_OK or
+ * SBF_ENOMEM. */
 static int install(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
-                   void *obj)
+                   void *obj, uint64_t seed)
 {
-    int rc = registry_install(srv->reg, name.ptr, name.len, ops, obj, true, NULL);
+    int rc = registry_install(srv->reg, name.ptr, name.len, ops, obj, seed, true, NULL);
     return rc == REGISTRY_OK ? SBF_OK : SBF_ENOMEM;
 }
 
@@ -169,6 +174,7 @@ static int replace(struct server *srv, struct filter *f, void *obj)
         f->ops->free(obj);
         return SBF_ENOMEM;
     }
+    fresh->seed = f->seed;
     registry_replace(srv->reg, f, fresh);
     filter_unref(fresh); /* the table holds it now */
     return SBF_OK;
@@ -177,12 +183,12 @@ static int replace(struct server *srv, struct filter *f, void *obj)
 /* ---- the changes ---- */
 
 int mutate_create(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
-                  const struct kind_params *p, uint64_t *pos)
+                  const struct kind_params *p, uint64_t seed, uint64_t *pos)
 {
     void *obj;
     int rc = ops->create(p, &srv->budget.sbf, &obj);
     if (rc == SBF_OK)
-        rc = install(srv, name, ops, obj);
+        rc = install(srv, name, ops, obj, seed);
     if (rc != SBF_OK)
         return rc;
     unsigned char params[PARAMS_BYTES];
@@ -190,7 +196,7 @@ int mutate_create(struct server *srv, struct proto_slice name, const struct kind
                                  .name = {name.ptr, name.len},
                                  .kind_tag = ops->tag,
                                  .params = params,
-                                 .nparams = encode_params(p, params)};
+                                 .nparams = encode_params(p, seed, params)};
     journal(srv, &rec, pos);
     return SBF_OK;
 }
@@ -399,6 +405,12 @@ static bool check_sources(struct server *srv, mutate_name_fn next, void *ctx, st
             goto fail;
         }
         struct filter *first = s->n > 0 ? s->src[0] : src;
+        if (first->seed != src->seed) {
+            s->names[s->n] = name;
+            s->src[s->n++] = src;
+            result_set(res, RESULT_CLIENT_ERROR, MUTATE_WHY_SEEDS);
+            goto fail;
+        }
         bool ok = first->ops == src->ops && src->ops->compatible(first->obj, src->obj);
         bool can = s->intersect ? src->ops->intersect != NULL : src->ops->merge != NULL;
         s->names[s->n] = name;
@@ -433,6 +445,12 @@ bool mutate_setop_prepare(struct server *srv, mutate_name_fn next, void *ctx,
     struct filter *first = s->src[0];
     struct filter *dst = cmdlib_lookup(srv, dst_name);
     int rc = SBF_OK;
+    if (dst != NULL && dst->seed != first->seed) {
+        filter_unref(dst);
+        mutate_setop_release(s);
+        result_set(res, RESULT_CLIENT_ERROR, MUTATE_WHY_SEEDS);
+        return false;
+    }
     if (dst != NULL && !(dst->ops == first->ops && dst->ops->compatible(dst->obj, first->obj)))
         rc = SBF_EINCOMPAT;
     else if (s->intersect && (any_grown || (dst != NULL && dst->ops->grown(dst->obj))))
@@ -522,7 +540,7 @@ int mutate_setop(struct server *srv, struct proto_slice dst_name, struct mutate_
         if (s->rc == SBF_OK)
             mutate_setop_apply(first->ops, fresh, s);
         if (s->rc == SBF_OK)
-            s->rc = install(srv, dst_name, first->ops, fresh);
+            s->rc = install(srv, dst_name, first->ops, fresh, first->seed);
         else if (fresh != NULL)
             first->ops->free(fresh);
     } else if (!s->intersect) {
@@ -554,7 +572,8 @@ int mutate_setop(struct server *srv, struct proto_slice dst_name, struct mutate_
 
 int mutate_setop_swap(struct server *srv, const struct mutate_sources *s,
                       struct proto_slice dst_name, struct filter *dst, const struct kind_ops *ops,
-                      void *fresh, const struct sbf_hash *log, size_t nlog, uint64_t *pos)
+                      uint64_t seed, void *fresh, const struct sbf_hash *log, size_t nlog,
+                      uint64_t *pos)
 {
     int rc = SBF_OK;
     for (size_t i = 0; i < nlog && rc == SBF_OK; i += MUTATE_LOG_BATCH) {
@@ -566,7 +585,7 @@ int mutate_setop_swap(struct server *srv, const struct mutate_sources *s,
     else if (dst != NULL)
         rc = replace(srv, dst, fresh);
     else
-        rc = install(srv, dst_name, ops, fresh);
+        rc = install(srv, dst_name, ops, fresh, seed);
     if (rc != SBF_OK)
         return rc;
     journal_setop(srv, s, dst_name, pos);
@@ -658,10 +677,10 @@ static int replay_create(struct mutate_stream *st, const struct journal_record *
     }
     const struct kind_ops *ops = kinds_by_tag(rec->kind_tag);
     struct kind_params p;
-    uint64_t pos = 0;
+    uint64_t pos = 0, seed = 0;
     int rc = SBF_EINVAL;
-    if (ops != NULL && decode_params(rec->params, rec->nparams, &p) == 0)
-        rc = mutate_create(srv, slice(rec->name), ops, &p, &pos);
+    if (ops != NULL && decode_params(rec->params, rec->nparams, &p, &seed) == 0)
+        rc = mutate_create(srv, slice(rec->name), ops, &p, seed, &pos);
     if (rc != SBF_OK) {
         refused(rec, ops == NULL ? "unknown kind" : sbf_strerror(rc));
         st->fig.unknown++; /* as the live CREATE, refused: what names it is skipped too */

@@ -31,6 +31,11 @@ struct server;
 struct filter;
 struct completion;
 
+/* The refusal of a set operation over filters whose keys hash with different seeds. */
+#define MUTATE_WHY_SEEDS                                                                           \
+    "the filters hash their keys with different seeds: create them with the same seed= to "        \
+    "combine them"
+
 /* At most this many distinct sources (a name repeated counts once) per set operation. */
 #define MUTATE_MAX_SOURCES 64
 
@@ -76,12 +81,12 @@ bool mutate_hold_journal(struct server *srv, uint64_t pos, const struct result *
 /* ---- the changes ---- */
 
 /*
- * CREATE name of kind ops with parameters p (checked). Returns SBF_OK, SBF_EINVAL (the
- * kind refuses p) or SBF_ENOMEM (the budget or the table said no); a filter by that
+ * CREATE name of kind ops with parameters p (checked), its keys hashed with seed. Returns SBF_OK,
+ * SBF_EINVAL (the kind refuses p) or SBF_ENOMEM (the budget or the table said no); a filter by that
  * name must not exist (the caller looked).
  */
 int mutate_create(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
-                  const struct kind_params *p, uint64_t *pos);
+                  const struct kind_params *p, uint64_t seed, uint64_t *pos);
 
 /*
  * Adds the n keys h[0..n) to f: bits[i] (n entries) tells whether key i was present
@@ -163,14 +168,15 @@ void mutate_setop_apply(const struct kind_ops *ops, void *obj, struct mutate_sou
 int mutate_copy(const struct server *srv, const struct filter *src, void **out);
 
 /*
- * The swap-in of a background operation: fresh (of kind ops; taken over) gets the
+ * The swap-in of a background operation: fresh (of kind ops and seed; taken over) gets the
  * nlog keys added to dst while it was built, replaces dst (or is installed under
  * dst_name when dst is NULL), and the operation is journaled, then for INTERSECT those
  * keys again as ADD records. Returns SBF_OK or an sbf_err (fresh freed, nothing changed).
  */
 int mutate_setop_swap(struct server *srv, const struct mutate_sources *s,
                       struct proto_slice dst_name, struct filter *dst, const struct kind_ops *ops,
-                      void *fresh, const struct sbf_hash *log, size_t nlog, uint64_t *pos);
+                      uint64_t seed, void *fresh, const struct sbf_hash *log, size_t nlog,
+                      uint64_t *pos);
 
 /*
  * Whoever builds a copy of a filter in the background (setop.c) is told of every change

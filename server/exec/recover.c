@@ -31,7 +31,7 @@ static int on_loaded(void *ctx, const char *name, const struct kind_ops *ops, vo
     /* Time-driven filters are brought up to now by recover_settle(), after the journal's
      * records (which carry their own times) are replayed over them. */
     struct filter *flt = NULL;
-    int rc = registry_install(srv->reg, name, strlen(name), ops, obj, false, &flt);
+    int rc = registry_install(srv->reg, name, strlen(name), ops, obj, hdr->seed, false, &flt);
     if (rc != REGISTRY_OK) {
         log_msg(LOG_ERROR, "snapshot: cannot register %s.bloom: %s", name,
                 rc == REGISTRY_EXISTS ? "name taken" : "out of memory");

@@ -286,7 +286,8 @@ static void commit(struct setop *op, struct result *res, uint64_t *pos)
 {
     void *fresh = op->fresh;
     op->fresh = NULL;
-    int rc = mutate_setop_swap(op->srv, &op->s, dst_of(op), op->dst, op->ops, fresh, op->log,
+    uint64_t seed = op->dst != NULL ? op->dst->seed : op->s.src[0]->seed;
+    int rc = mutate_setop_swap(op->srv, &op->s, dst_of(op), op->dst, op->ops, seed, fresh, op->log,
                                op->nlog, pos);
     if (rc != SBF_OK)
         cmdlib_lib_error(res, rc);

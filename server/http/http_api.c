@@ -258,11 +258,11 @@ int api_key(struct server *srv, const char *name, size_t len, const char *query,
     evbuffer_add_printf(out, ",\"parts\":[");
     struct explain_json ej = {.out = out};
     if (f->ops->explain != NULL)
-        f->ops->explain(f->obj, sbf_hash_key(key, klen), probe_json, &ej);
+        f->ops->explain(f->obj, sbf_hash_key_seeded(key, klen, f->seed), probe_json, &ej);
     bool present = ej.present;
     if (f->ops->explain == NULL) {
         /* A kind without explain still answers CHECK. */
-        struct sbf_hash h = sbf_hash_key(key, klen);
+        struct sbf_hash h = sbf_hash_key_seeded(key, klen, f->seed);
         f->ops->check_batch(f->obj, &h, 1, &present);
     }
     evbuffer_add_printf(out, "],\"explained\":%s,\"present\":%s}\n",

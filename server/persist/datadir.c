@@ -10,9 +10,12 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DATADIR_PATH_MAX 4096
@@ -161,4 +164,62 @@ void datadir_close(struct datadir *d)
     if (d->lock_fd >= 0)
         close(d->lock_fd); /* closing the only descriptor of the file drops the flock */
     d->lock_fd = -1;
+}
+
+int datadir_seed(const char *dir, uint64_t *seed, char *err, size_t errlen)
+{
+    char path[4096], text[32];
+    snprintf(path, sizeof path, "%s/%s", dir, DATADIR_SEED_FILE);
+    err[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        close(fd);
+        char *end = NULL;
+        if (n > 0) {
+            text[n] = '\0';
+            errno = 0;
+            *seed = strtoull(text, &end, 16);
+        }
+        if (n == 17 && errno == 0 && end == text + 16 && *end == '\n')
+            return 0;
+        /* Filters keep their own seeds (in their files): only new ones would not combine
+         * with the old. The file is left as it is, for whoever repairs it. */
+        if (getrandom(seed, sizeof *seed, 0) != (ssize_t)sizeof *seed)
+            *seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15u;
+        snprintf(err, errlen,
+                 "%s is damaged (it must hold 16 hex digits): new filters get a secret of this "
+                 "run only, and will not UNION with older ones; restore it from a backup",
+                 path);
+        return 0;
+    }
+    if (getrandom(seed, sizeof *seed, 0) != (ssize_t)sizeof *seed)
+        *seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15u;
+    if (datadir_seed_store(dir, *seed) != 0)
+        snprintf(err, errlen, "cannot write %s: %s (new filters get a secret of this run only)",
+                 path, strerror(errno));
+    return 0;
+}
+
+int datadir_seed_store(const char *dir, uint64_t seed)
+{
+    char path[4096], tmp[4112], text[32];
+    snprintf(path, sizeof path, "%s/%s", dir, DATADIR_SEED_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int len = snprintf(text, sizeof text, "%016llx\n", (unsigned long long)seed);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write(fd, text, (size_t)len) == len && fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        e = errno;
+    }
+    if (!ok && fd >= 0)
+        unlink(tmp);
+    errno = e;
+    return ok ? 0 : -1;
 }

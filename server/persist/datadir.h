@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The lock file inside the data directory; it holds the owner's pid as text. */
 #define DATADIR_LOCK_FILE "LOCK"
@@ -38,6 +39,21 @@ enum datadir_err {
  * a second daemon is still refused.
  */
 int datadir_open(struct datadir *d, const char *dir, bool allow_readonly, char *err, size_t errlen);
+
+/* The data directory's hash secret: 64 random bits in <dir>/SEED, made at first start. */
+#define DATADIR_SEED_FILE "SEED"
+
+/*
+ * The secret new filters are seeded with by default (so filters of one daemon share a seed
+ * and UNION): read from <dir>/SEED, or made (getrandom) and written there, mode 0600,
+ * synced, at first start. Existing filters keep the seed in their own files, so a SEED
+ * that cannot be written, or is damaged, only gives new filters a secret of this run:
+ * err then says so (the daemon still starts). Returns 0.
+ */
+int datadir_seed(const char *dir, uint64_t *seed, char *err, size_t errlen);
+
+/* Writes seed to <dir>/SEED (a replica takes its primary's). 0, or -1 with errno set. */
+int datadir_seed_store(const char *dir, uint64_t seed);
 
 /* Releases the lock (the LOCK file stays). Safe after a failed datadir_open and twice. */
 void datadir_close(struct datadir *d);

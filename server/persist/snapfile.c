@@ -241,8 +241,8 @@ static int sync_dir(int dirfd, const char *file, struct snapfile_error *err)
 }
 
 int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops, const void *f,
-                   uint64_t journal_pos, bool (*keep)(void *keep_ctx), void *keep_ctx,
-                   uint64_t *bytes, struct snapfile_error *err)
+                   uint64_t journal_pos, uint64_t seed, bool (*keep)(void *keep_ctx),
+                   void *keep_ctx, uint64_t *bytes, struct snapfile_error *err)
 {
     char tmp[SNAPFILE_PATH_MAX], final[SNAPFILE_PATH_MAX];
     struct writer w = {.fd = -1};
@@ -284,7 +284,7 @@ int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops
         rc = fail_sys(err, SNAPFILE_STEP_CREATE, errno, tmp);
         goto fail;
     }
-    int crc = container_encode(ops, f, journal_pos, writer_cb, &w);
+    int crc = container_encode(ops, f, journal_pos, seed, writer_cb, &w);
     if (crc == 0)
         writer_flush(&w);
     if (w.sys != 0) {

@@ -88,8 +88,8 @@ bool snapfile_name_valid(const char *name);
  * directory fsync is reported although the rename happened. bytes may be NULL.
  */
 int snapfile_write(const char *dir, const char *name, const struct kind_ops *ops, const void *f,
-                   uint64_t journal_pos, bool (*keep)(void *keep_ctx), void *keep_ctx,
-                   uint64_t *bytes, struct snapfile_error *err);
+                   uint64_t journal_pos, uint64_t seed, bool (*keep)(void *keep_ctx),
+                   void *keep_ctx, uint64_t *bytes, struct snapfile_error *err);
 
 /*
  * Removes <dir>/<name>.bloom and any <name>.bloom.tmp (absent files, and an absent dir,

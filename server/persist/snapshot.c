@@ -193,8 +193,8 @@ static bool write_filter(struct snap_job *j, struct filter *f, uint64_t *bytes)
     struct snapfile_error err;
     uint64_t n = 0;
     uint64_t t0 = clock_mono_ms();
-    int rc = snapfile_write(s->srv->cfg.data_dir, f->name, f->ops, f->obj, j->covered, still_wanted,
-                            f, &n, &err);
+    int rc = snapfile_write(s->srv->cfg.data_dir, f->name, f->ops, f->obj, j->covered, f->seed,
+                            still_wanted, f, &n, &err);
     if (rc == SNAPFILE_EABANDONED)
         return false;
     if (rc == 0) {

@@ -239,7 +239,7 @@ static int grow_write(void *ctx, const void *p, size_t n)
 static void encode_run(struct job *job)
 {
     struct encode_job *j = (struct encode_job *)job;
-    j->rc = container_encode(j->flt->ops, j->flt->obj, 0, grow_write, j);
+    j->rc = container_encode(j->flt->ops, j->flt->obj, 0, j->flt->seed, grow_write, j);
 }
 
 static void feed_free(struct repl_feed *f);
@@ -424,8 +424,10 @@ struct repl_feed *repl_psync(struct server *srv, const struct repl_sink *sink,
         f->state = FEED_SYNCING;
         f->sent = now;
         srv->repl.full_syncs++;
-        snprintf(line, sizeof line, "FULLSYNC %s %llu %zu", r->id, (unsigned long long)now,
-                 f->nfilters);
+        /* The data dir's secret too: a promoted replica's new filters then combine with the
+         * primary's. The link is the primary's own clients' (AUTH), like its data. */
+        snprintf(line, sizeof line, "FULLSYNC %s %llu %zu %llu", r->id, (unsigned long long)now,
+                 f->nfilters, (unsigned long long)srv->seed);
         log_msg(LOG_INFO, "replication: full sync of %zu filters at offset %llu", f->nfilters,
                 (unsigned long long)now);
     }

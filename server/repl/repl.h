@@ -7,7 +7,8 @@
  * offset (one per record). A replica connects to the primary's bloomd port and sends
  * `PSYNC <id>|? <offset>`; the primary answers
  *   CONTINUE <id> <offset>              the records after offset follow (partial resync)
- *   FULLSYNC <id> <offset> <nfilters>   then nfilters times `FILTER <name> <nbytes>\r\n`
+ *   FULLSYNC <id> <offset> <nfilters> <secret>   then nfilters times `FILTER <name>
+ *                                       <nbytes>\r\n`
  *                                       and a snapshot file's bytes, then the records
  *                                       after offset (full sync)
  * Records are journal frames (lib/journal_record.h: framed, checksummed); a replica that

@@ -25,6 +25,7 @@
 #include "server/core/log.h"
 #include "server/core/server.h"
 #include "server/exec/mutate.h"
+#include "server/persist/datadir.h"
 #include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
 #include "server/repl/repl.h"
@@ -163,7 +164,7 @@ static bool install(struct repl_link *l)
         ops->free(obj);
         return false;
     }
-    if (registry_install(srv->reg, l->fname, strlen(l->fname), ops, obj, false, NULL) !=
+    if (registry_install(srv->reg, l->fname, strlen(l->fname), ops, obj, hdr.seed, false, NULL) !=
         REGISTRY_OK) {
         log_msg(LOG_ERROR, "replication: no memory for filter %s", l->fname);
         return false;
@@ -265,8 +266,17 @@ static bool on_line(struct repl_link *l, const char *line)
             send_ack(l);
             return true;
         }
-        if (sscanf(line, "FULLSYNC %47s %llu %zu", id, &off, &n) == 3 &&
-            strlen(id) == REPL_ID_LEN) {
+        unsigned long long seed = 0;
+        int got = sscanf(line, "FULLSYNC %47s %llu %zu %llu", id, &off, &n, &seed);
+        if (got >= 3 && strlen(id) == REPL_ID_LEN) {
+            if (got == 4 && seed != srv->seed) { /* the primary's secret: see repl.c */
+                srv->seed = seed;
+                if (datadir_seed_store(srv->cfg.data_dir, seed) != 0)
+                    log_msg(LOG_WARN,
+                            "replication: cannot keep the primary's hash secret in "
+                            "%s/SEED: %s",
+                            srv->cfg.data_dir, strerror(errno));
+            }
             memcpy(l->sync_id, id, REPL_ID_LEN + 1);
             l->sync_offset = off;
             l->nfilters = n;

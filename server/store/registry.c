@@ -307,13 +307,14 @@ int registry_collect(struct registry *r, const char *prefix, size_t plen, struct
 }
 
 int registry_install(struct registry *r, const char *name, size_t len, const struct kind_ops *ops,
-                     void *obj, bool fit, struct filter **out)
+                     void *obj, uint64_t seed, bool fit, struct filter **out)
 {
     struct filter *f = filter_new(name, len, ops, obj);
     if (f == NULL) {
         ops->free(obj);
         return REGISTRY_ENOMEM;
     }
+    f->seed = seed;
     int rc = REGISTRY_ENOMEM; /* its overhead would pass max_memory: refused like its bits */
     if (!fit || r->budget == NULL || budget_fits(r->budget, registry_entry_bytes(f)))
         rc = registry_put(r, f);

@@ -38,6 +38,7 @@ struct filter {
     int64_t rotated_ms;           /* time of its last journaled ROTATE (loop thread only) */
     _Atomic uint64_t keys_new;    /* keys ADD/CHECKADD found new (written by the loop only) */
     _Atomic uint64_t keys_seen;   /* keys ADD/CHECKADD found present already */
+    uint64_t seed;                /* its keys' hash seed (sbf_hash_key_seeded); never changes */
     const struct kind_ops *ops;   /* the filter's kind */
     void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
     struct setop *setop;          /* the background UNION/INTERSECT into it (server/exec/setop.h),
@@ -107,12 +108,12 @@ int registry_put(struct registry *r, struct filter *f);
 
 /*
  * The one way a new object enters the table: wraps obj (of kind ops; taken over, freed
- * on failure) in a filter named name[0..len) and puts it there. With fit, refused
- * (REGISTRY_ENOMEM) when the entry's overhead would pass the table's budget. Returns
+ * on failure) in a filter named name[0..len) whose keys hash with seed, and puts it there. With
+ * fit, refused (REGISTRY_ENOMEM) when the entry's overhead would pass the table's budget. Returns
  * REGISTRY_OK with *out (when not NULL) a reference for the caller, or a registry_err.
  */
 int registry_install(struct registry *r, const char *name, size_t len, const struct kind_ops *ops,
-                     void *obj, bool fit, struct filter **out);
+                     void *obj, uint64_t seed, bool fit, struct filter **out);
 
 /*
  * Removes the filter named name[0..len), sets its dropped flag and drops the table's

@@ -223,7 +223,7 @@ def test_quit(client):
     ("CREATE f capacity=1e-3", "CLIENT_ERROR bad number '1e-3'"),
     ("CREATE f error=nan", "CLIENT_ERROR bad number 'nan'"),
     ("CREATE f size=10", "CLIENT_ERROR unknown option (valid: capacity error growth scale ratio "
-                         "window generations kind) 'size'"),
+                         "window generations kind seed) 'size'"),
     ("CREATE f error=0.1 error=0.2", "CLIENT_ERROR repeated option 'error'"),
     ("CREATE f 1000", "CLIENT_ERROR option must be key=value '1000'"),
     ("CREATE f capacity=0", "CLIENT_ERROR capacity must be in 1..2^40 '0'"),

@@ -10,12 +10,15 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "lib/bloom.h"
 #include "lib/sbf.h"
+#include "lib/sbf_internal.h"
 #include "tests/unit/lib/memio.h"
 
 /* Key i of namespace ns: namespaces never overlap, so "never added" is exact. */
@@ -120,6 +123,75 @@ static void test_hash(void **state)
     assert_true(a.lo == b.lo && a.hi == b.hi);
     assert_false(a.lo == c.lo && a.hi == c.hi);
     assert_false(a.lo == e.lo && a.hi == e.hi);
+}
+
+/* The seeded hash: seed 0 is the unseeded one (old files answer as before); any other
+ * seed moves a key to another block (its placement needs the seed). */
+static void test_hash_seeded(void **state)
+{
+    (void)state;
+    struct sbf_hash a = sbf_hash_key("abc", 3), z = sbf_hash_key_seeded("abc", 3, 0);
+    assert_true(a.lo == z.lo && a.hi == z.hi);
+    const uint64_t nblocks = 1000;
+    unsigned moved = 0;
+    for (unsigned i = 0; i < 1000; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "key%u", i);
+        uint64_t b0 = bloom_block(sbf_hash_key_seeded(k, (size_t)n, 0), 0, nblocks);
+        uint64_t b1 = bloom_block(sbf_hash_key_seeded(k, (size_t)n, 0x5eed), 0, nblocks);
+        moved += b0 != b1;
+    }
+    assert_true(moved >= 990); /* 1 in 1000 stays by chance: expect ~1, allow 10 */
+}
+
+/*
+ * Crafted keys (issue 27): keys chosen offline to fall in one block under the unseeded
+ * hash fill that block, and every other key of the block then reads present. Under a
+ * seed the attacker does not know, the same keys scatter: the block's other keys read
+ * present at about the promised rate.
+ */
+static void test_crafted_keys_scatter_under_a_seed(void **state)
+{
+    (void)state;
+    struct sbf_params p;
+    sbf_params_default(&p);
+    p.capacity = 10000;
+    p.error = 0.01;
+    double rate[2];
+    for (int seeded = 0; seeded < 2; seeded++) {
+        uint64_t seed = seeded ? UINT64_C(0x9e3779b97f4a7c15) : 0;
+        struct sbf *f;
+        assert_int_equal(sbf_new(&p, NULL, &f), SBF_OK);
+        uint64_t nblocks = f->stages[0].nblocks;
+        /* What an attacker computes without the seed: keys of block 0 (seed 0). */
+        struct sbf_hash crafted[300], victims[1000];
+        size_t nc = 0, nv = 0;
+        for (unsigned i = 0; nc < 300 || nv < 1000; i++) {
+            char k[24];
+            int n = snprintf(k, sizeof k, "url%u", i);
+            if (bloom_block(sbf_hash_key(k, (size_t)n), 0, nblocks) != 0)
+                continue;
+            struct sbf_hash h = sbf_hash_key_seeded(k, (size_t)n, seed); /* what the server does */
+            if (nc < 300)
+                crafted[nc++] = h;
+            else if (nv < 1000)
+                victims[nv++] = h;
+        }
+        size_t added;
+        assert_int_equal(sbf_add_batch(f, crafted, nc, &added), SBF_OK);
+        bool present[1000];
+        sbf_check_batch(f, victims, nv, present);
+        unsigned fp = 0;
+        for (size_t i = 0; i < nv; i++)
+            fp += present[i];
+        rate[seeded] = (double)fp / (double)nv;
+        sbf_free(f);
+    }
+    print_message("crafted keys: %.1f%% of their block's other keys read present unseeded, "
+                  "%.1f%% seeded\n",
+                  100 * rate[0], 100 * rate[1]);
+    assert_true(rate[0] > 0.5);  /* unseeded: the block is full (95% in the issue) */
+    assert_true(rate[1] < 0.05); /* seeded: about the promised 1% (binomial: 5 sigma ~3%) */
 }
 
 static void test_checkadd_semantics(void **state)
@@ -735,6 +807,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_hash_seeded),
+        cmocka_unit_test(test_crafted_keys_scatter_under_a_seed),
         cmocka_unit_test(test_checkadd_semantics),
         cmocka_unit_test(test_model_checkadd),
         cmocka_unit_test(test_fp_single_stage_1pct),

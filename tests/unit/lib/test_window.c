@@ -722,7 +722,7 @@ static void test_kind_table(void **state)
 
     /* Through the snapshot container and back. */
     struct mem_out o = {0};
-    assert_int_equal(container_encode(k, f, 42, mem_write, &o), SBF_OK);
+    assert_int_equal(container_encode(k, f, 42, 0, mem_write, &o), SBF_OK);
     assert_int_equal(o.len, container_encoded_size(k, f));
     struct mem_in r = {.data = o.data, .len = o.len};
     const struct kind_ops *ko;

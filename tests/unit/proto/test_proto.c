@@ -760,7 +760,7 @@ static void test_format_parse_errors(void **state)
     expect_error_reply("ADD f a\tb\n", "CLIENT_ERROR invalid key (NUL, tab or CR) 'a\\x09b'\r\n");
     expect_error_reply("CREATE f foo=1\n",
                        "CLIENT_ERROR unknown option (valid: capacity error growth scale "
-                       "ratio window generations kind) 'foo'\r\n");
+                       "ratio window generations kind seed) 'foo'\r\n");
     expect_error_reply("INFO\n", "CLIENT_ERROR wrong number of arguments: no filter name\r\n");
     expect_error_reply("INFO a'b\n", "CLIENT_ERROR invalid filter name 'a\\x27b'\r\n");
     expect_error_reply("INFO aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/\n",

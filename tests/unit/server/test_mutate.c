@@ -87,7 +87,7 @@ static void create(struct server *srv, const char *name, const char *kind, uint6
         ops->defaults(&p);
     p.window_ms = window_ms;
     uint64_t before = *pos;
-    assert_int_equal(mutate_create(srv, sl(name), ops, &p, pos), SBF_OK);
+    assert_int_equal(mutate_create(srv, sl(name), ops, &p, 0, pos), SBF_OK);
     assert_true(*pos > before);
 }
 
@@ -285,7 +285,7 @@ static void test_no_journal_positions_are_zero(void **state)
     sbf_params_default(&p.sbf);
     p.sbf.capacity = 100;
     uint64_t pos = 0;
-    assert_int_equal(mutate_create(&fx->srv, sl("f"), ops, &p, &pos), SBF_OK);
+    assert_int_equal(mutate_create(&fx->srv, sl("f"), ops, &p, 0, &pos), SBF_OK);
     struct filter *f = registry_get(fx->srv.reg, "f", 1);
     struct sbf_hash h = key("k", 1);
     bool bit;

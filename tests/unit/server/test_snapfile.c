@@ -225,7 +225,8 @@ static void write_at(struct fixture *fx, const char *name, const struct sbf *f, 
     uint64_t bytes = 0;
     char path[512], file[200];
     struct stat st;
-    assert_int_equal(snapfile_write(fx->dir, name, &kind_sbf, f, pos, NULL, NULL, &bytes, &err), 0);
+    assert_int_equal(snapfile_write(fx->dir, name, &kind_sbf, f, pos, 0, NULL, NULL, &bytes, &err),
+                     0);
     snprintf(file, sizeof file, "%s.bloom", name);
     assert_int_equal(stat(path_of(fx, file, path, sizeof path), &st), 0);
     assert_int_equal((uint64_t)st.st_size, bytes);
@@ -324,7 +325,7 @@ static void check_failure_keeps_old(struct fixture *fx,
 static int fail_by_keep(struct fixture *fx, const struct sbf *f, struct snapfile_error *err)
 {
     int calls = 0;
-    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, refuse, &calls, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, 0, refuse, &calls, NULL, err);
     assert_int_equal(rc, SNAPFILE_EABANDONED);
     assert_int_equal(err->step, SNAPFILE_STEP_ABANDON);
     assert_int_equal(calls, 1);
@@ -341,7 +342,7 @@ static int fail_by_dir(struct fixture *fx, const struct sbf *f, struct snapfile_
 {
     char path[512], msg[256];
     assert_int_equal(mkdir(path_of(fx, "keep.bloom.tmp", path, sizeof path), 0755), 0);
-    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, NULL, NULL, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, 0, NULL, NULL, NULL, err);
     assert_int_equal(rc, SNAPFILE_ESYS);
     assert_int_equal(err->step, SNAPFILE_STEP_CREATE);
     assert_int_equal(err->sys, EISDIR);
@@ -366,7 +367,7 @@ static int fail_by_symlink(struct fixture *fx, const struct sbf *f, struct snapf
     path_of(fx, "victim", victim, sizeof victim);
     spit(victim, (const unsigned char *)"precious", 8);
     assert_int_equal(symlink(victim, path_of(fx, "keep.bloom.tmp", path, sizeof path)), 0);
-    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, NULL, NULL, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, 0, NULL, NULL, NULL, err);
     assert_int_equal(rc, SNAPFILE_ESYS);
     assert_int_equal(err->step, SNAPFILE_STEP_CREATE);
     assert_int_equal(err->sys, ELOOP);
@@ -398,7 +399,7 @@ static int fail_by_fsize(struct fixture *fx, const struct sbf *f, struct snapfil
     lim.rlim_cur = container_encoded_size(&kind_sbf, f) / 2;
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, NULL, NULL, NULL, err);
+    int rc = snapfile_write(fx->dir, "keep", &kind_sbf, f, 0, 0, NULL, NULL, NULL, err);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
     signal(SIGXFSZ, prev);
     assert_int_equal(rc, SNAPFILE_ESYS);
@@ -431,8 +432,9 @@ static void test_bad_name_and_dir(void **state)
     const char *bad[] = {"", ".hidden", "a/b", "..", "sp ace", "tab\t"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_false(snapfile_name_valid(bad[i]));
-        assert_int_equal(snapfile_write(fx->dir, bad[i], &kind_sbf, f, 0, NULL, NULL, NULL, &err),
-                         SNAPFILE_ENAME);
+        assert_int_equal(
+            snapfile_write(fx->dir, bad[i], &kind_sbf, f, 0, 0, NULL, NULL, NULL, &err),
+            SNAPFILE_ENAME);
         assert_int_equal(snapfile_remove(fx->dir, bad[i], &err), SNAPFILE_ENAME);
     }
     char longest[130];
@@ -450,7 +452,7 @@ static void test_bad_name_and_dir(void **state)
     snprintf(missing, sizeof missing, "%s/no/such/dir", fx->dir);
     recreated = 0;
     snapfile_set_on_dir_recreated(on_recreated, &recreated);
-    assert_int_equal(snapfile_write(missing, "x", &kind_sbf, f, 0, NULL, NULL, NULL, &err), 0);
+    assert_int_equal(snapfile_write(missing, "x", &kind_sbf, f, 0, 0, NULL, NULL, NULL, &err), 0);
     assert_int_equal(recreated, 1);
     snprintf(file, sizeof file, "%s/x.bloom", missing);
     assert_int_equal(access(file, F_OK), 0);
@@ -462,7 +464,7 @@ static void test_bad_name_and_dir(void **state)
     snprintf(missing, sizeof missing, "%s/x.bloom", fx->dir);
     write_ok(fx, "x", f);
     snprintf(file, sizeof file, "%s/x.bloom/sub", fx->dir);
-    assert_int_equal(snapfile_write(file, "x", &kind_sbf, f, 0, NULL, NULL, NULL, &err),
+    assert_int_equal(snapfile_write(file, "x", &kind_sbf, f, 0, 0, NULL, NULL, NULL, &err),
                      SNAPFILE_ESYS);
     assert_int_equal(err.step, SNAPFILE_STEP_OPENDIR);
     assert_int_equal(err.sys, ENOTDIR);
@@ -750,7 +752,7 @@ static void test_write_while_adding(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, add_loop, &a), 0);
     struct snapfile_error err;
-    int rc = snapfile_write(fx->dir, "live", &kind_sbf, a.f, 0, NULL, NULL, NULL, &err);
+    int rc = snapfile_write(fx->dir, "live", &kind_sbf, a.f, 0, 0, NULL, NULL, NULL, &err);
     atomic_store(&a.stop, true);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(rc, 0);
@@ -825,16 +827,16 @@ static void test_load_sets_aside_unloadable(void **state)
     unsigned char *good = slurp(path_of(fx, "good.bloom", path, sizeof path), &len);
     unsigned char *buf = malloc(len);
     assert_non_null(buf);
-    /* Container version 4, header checksum not even right: a newer layout. */
+    /* Container version 5, header checksum not even right: a newer layout. */
     memcpy(buf, good, len);
-    buf[8] = 4;
+    buf[8] = 5;
     spit(path_of(fx, "newer.bloom", path, sizeof path), buf, len);
     /* An unknown kind tag under a correct header checksum. */
     memcpy(buf, good, len);
     buf[12] = 0x77;
-    uint64_t sum = XXH3_64bits(buf, 24);
+    uint64_t sum = XXH3_64bits(buf, 32);
     for (unsigned i = 0; i < 8; i++)
-        buf[24 + i] = (unsigned char)(sum >> (8 * i));
+        buf[32 + i] = (unsigned char)(sum >> (8 * i));
     spit(path_of(fx, "kind.bloom", path, sizeof path), buf, len);
     /* A v2 file (bare sbf stream) of sbf payload version 9. */
     memcpy(buf, "BLOOMSBF\x09\0\0\0", 12);
