@@ -48,9 +48,11 @@ struct filter *filter_new(const char *name, size_t len, const struct kind_ops *o
     atomic_init(&flt->changes, 1);
     atomic_init(&flt->saved_at, 0);
     atomic_init(&flt->journal_pos, 0);
+    atomic_init(&flt->setop_pos, 0);
     atomic_init(&flt->keys_new, 0);
     atomic_init(&flt->keys_seen, 0);
     flt->rotated_ms = 0;
+    flt->seed = 0;
     flt->ops = ops;
     flt->obj = obj;
     flt->setop = NULL;
