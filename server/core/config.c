@@ -114,6 +114,10 @@ static const struct opt_def opts[] = {
      "CA certificates, PEM: clients must present a certificate"},
     {"allow_readonly_data_dir", OPT_BOOL, F(allow_readonly_data_dir), 0, 1, false, "yes|no",
      "start and serve when data_dir is not writable (snapshots then fail, loudly)"},
+    {"max_filters", OPT_UINT, F(max_filters), 1, 100000000, false, "N",
+     "filters in all; a CREATE past it (explicit or on first use) is refused"},
+    {"memcache_max_auto_filters", OPT_UINT, F(memcache_max_auto_filters), 0, 100000000, false, "N",
+     "filters memcached clients may create on first use (never the last 10% of memory)"},
     {"replica_of", OPT_STR, F(replica_of), 0, 0, true, "HOST:PORT",
      "start as a read-only replica of the primary's bloomd port; empty = a primary"},
     {"min_replica_acks", OPT_UINT, F(min_replica_acks), 0, 16, false, "N",
@@ -142,6 +146,8 @@ void config_defaults(struct config *c)
     snprintf(c->data_dir, sizeof(c->data_dir), "./data");
     c->snapshot_interval = 60;
     c->replica_ack_timeout = 1000;
+    c->max_filters = 10000;
+    c->memcache_max_auto_filters = 1000;
     c->replication_backlog = 64 * KIB * KIB;
     c->max_connections = 1024;
     c->max_line = MIB;

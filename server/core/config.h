@@ -64,6 +64,8 @@ struct config {
     char tls_key_file[CONFIG_PATH_MAX];    /* PEM private key */
     char tls_ca_file[CONFIG_PATH_MAX];     /* PEM CAs: client certificates required; "" = not */
     int allow_readonly_data_dir;           /* 1: start on a data dir we cannot write (warned) */
+    unsigned max_filters;                  /* filters in all: a CREATE past it is refused */
+    unsigned memcache_max_auto_filters;    /* filters made on first use by memcached clients */
     char replica_of[300];                  /* "host:port" of the primary; "" = a primary */
     unsigned min_replica_acks;             /* replicas that must hold a change before its reply */
     unsigned replica_ack_timeout;          /* ms a held reply waits for them, then an error */

@@ -92,6 +92,7 @@ struct server {
                                 and propagates that record itself, not its parts */
     struct server_repl repl; /* role and figures (server/repl/ fills them) */
     uint64_t seed;           /* the data dir's hash secret: new filters' seed by default (main.c) */
+    unsigned auto_filters;   /* filters made on first use and not dropped since (this run) */
     struct repl *replication;          /* the primary's feeds and the replica's link; or NULL */
     char repl_token[CONFIG_TOKEN_MAX]; /* the token a replica sends its primary ("" = none) */
     struct figures *figures;           /* per-filter samples and cached popcounts (store/figures.h);

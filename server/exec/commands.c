@@ -62,6 +62,10 @@ void commands_create_params(const struct server *srv, const struct proto_create 
     *out = p;
 }
 
+#define AUTO_WHY_MEMORY                                                                            \
+    "out of memory for a filter created on first use (the last 10% of max_memory is kept for "     \
+    "explicit CREATE)"
+
 /* The kind a CREATE asks for, or NULL (res set) if there is none by that name. */
 static const struct kind_ops *create_kind(const struct proto_create *o, struct result *res)
 {
@@ -210,6 +214,14 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
     if (old != NULL) {
         exists(res, old, ops, o->set, &p, seed);
         filter_unref(old);
+        return;
+    }
+    if (registry_count(srv->reg) >= srv->cfg.max_filters) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "too many filters (%zu of max_filters %u: DROP some, or raise it)",
+                 registry_count(srv->reg), srv->cfg.max_filters);
+        result_set_copy(res, RESULT_SERVER_ERROR, msg, strlen(msg));
         return;
     }
     int rc = mutate_create(srv, req->name, ops, &p, seed, pos);
@@ -522,7 +534,37 @@ int commands_autocreate(struct server *srv, struct stats *st, struct proto_slice
     uint64_t pos = 0; /* the request that caused it waits for its own record */
     if (mutate_check(srv, res) != 0)
         return -1;
+    /* Clients that may not CREATE must not crowd out those who do: a bound on the filters
+     * made on first use, and never the last tenth of max_memory. */
+    if (srv->auto_filters >= srv->cfg.memcache_max_auto_filters) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "too many filters created on first use (%u: memcache_max_auto_filters; CREATE "
+                 "it explicitly)",
+                 srv->auto_filters);
+        result_set_copy(res, RESULT_SERVER_ERROR, msg, strlen(msg));
+        return -1;
+    }
+    uint64_t spare = srv->budget.limit / 10;
+    if (srv->budget.limit > 0 && budget_used(&srv->budget) + spare > srv->budget.limit) {
+        result_set(res, RESULT_SERVER_ERROR, AUTO_WHY_MEMORY);
+        return -1;
+    }
     cmd_create(srv, &req, res, &pos);
+    if (res->status == RESULT_CREATED) {
+        struct filter *made = registry_get(srv->reg, name.ptr, name.len);
+        bool over = srv->budget.limit > 0 && budget_used(&srv->budget) + spare > srv->budget.limit;
+        if (made != NULL && !over) {
+            made->auto_created = true;
+            srv->auto_filters++;
+        }
+        filter_unref(made);
+        if (over) { /* it took the reserve: it goes again, and the request fails */
+            (void)mutate_drop(srv, name, &pos);
+            result_set(res, RESULT_SERVER_ERROR, AUTO_WHY_MEMORY);
+            return -1;
+        }
+    }
     if (res->status != RESULT_CREATED && res->status != RESULT_EXISTS)
         return -1;
     result_reset(res);

@@ -345,6 +345,10 @@ int mutate_clear(struct server *srv, struct filter *f, uint64_t *pos)
 
 bool mutate_drop(struct server *srv, struct proto_slice name, uint64_t *pos)
 {
+    struct filter *f = registry_get(srv->reg, name.ptr, name.len);
+    if (f != NULL && f->auto_created && srv->auto_filters > 0)
+        srv->auto_filters--;
+    filter_unref(f);
     if (!registry_remove(srv->reg, name.ptr, name.len))
         return false;
     struct journal_record rec = {.type = JOURNAL_DROP, .name = {name.ptr, name.len}};

@@ -4,10 +4,13 @@
  */
 #include "server/net/worker.h"
 
+#include <malloc.h>
+
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/core/budget.h"
 #include "server/core/clock.h"
 #include "server/core/log.h"
 #include "server/core/server.h"
@@ -16,6 +19,26 @@
 /* A change of the wall clock against the window clock of more than this between two ticks
  * is a step (NTP slews far slower: at most 0.5 ms per second). */
 #define STEP_WARN_MS 1000
+
+/* Connection memory given back since the last trim past which malloc_trim runs. */
+#define TRIM_AFTER_BYTES ((uint64_t)16 << 20)
+
+/*
+ * Clients that pipelined without reading leave their buffers' pages in malloc's arenas
+ * when they go (freed, not returned: RSS stays at the burst's peak). Once connection
+ * memory fell by TRIM_AFTER_BYTES from its high mark, malloc_trim hands them back. It
+ * runs at most once a tick, and only after such a fall: an idle daemon never pays it.
+ */
+static void give_back(struct worker *w)
+{
+    uint64_t now = budget_part(&w->srv->budget, BUDGET_CONNECTIONS);
+    if (now > w->conn_mem_high)
+        w->conn_mem_high = now;
+    if (w->conn_mem_high - now < TRIM_AFTER_BYTES)
+        return;
+    malloc_trim(0);
+    w->conn_mem_high = now;
+}
 
 /*
  * Rotates every windowed filter, so memory of expired generations comes back even if no
@@ -41,6 +64,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
      * hold the same generations. */
     if (w->srv->repl.role == SERVER_PRIMARY)
         advance_all(w->srv, clock_window_ms(), true);
+    give_back(w);
 }
 
 int worker_init(struct worker *w, struct server *srv)

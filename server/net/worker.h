@@ -27,13 +27,14 @@ struct worker {
     struct event_base *base;                    /* this worker's loop */
     struct listener *lis[WORKER_MAX_LISTENERS]; /* one per protocol; NULL when closed */
     struct conn *conns;                         /* every open client connection (conn.c's list) */
-    size_t conns_big;   /* of them, charged CONN_SHED_MIN or more: shed() has a candidate */
-    char *rbuf;         /* read buffer shared by this worker's connections */
-    struct stats stats; /* this worker's counters (STATS sums the workers) */
-    struct event *tick; /* brings time-driven (windowed) filters up to date */
-    int64_t skew_ms;    /* the wall clock minus the window clock at the last tick */
-    bool skew_known;    /* skew_ms was measured (once ready) */
-    struct fair fair;   /* backlogged connections and the pass's time slice */
+    size_t conns_big;       /* of them, charged CONN_SHED_MIN or more: shed() has a candidate */
+    char *rbuf;             /* read buffer shared by this worker's connections */
+    struct stats stats;     /* this worker's counters (STATS sums the workers) */
+    struct event *tick;     /* brings time-driven (windowed) filters up to date */
+    int64_t skew_ms;        /* the wall clock minus the window clock at the last tick */
+    bool skew_known;        /* skew_ms was measured (once ready) */
+    uint64_t conn_mem_high; /* connection memory's high mark since the last malloc_trim */
+    struct fair fair;       /* backlogged connections and the pass's time slice */
 };
 
 /* Period of the tick that rotates windowed filters between requests. */

@@ -53,6 +53,7 @@ struct filter *filter_new(const char *name, size_t len, const struct kind_ops *o
     atomic_init(&flt->keys_seen, 0);
     flt->rotated_ms = 0;
     flt->seed = 0;
+    flt->auto_created = false;
     flt->ops = ops;
     flt->obj = obj;
     flt->setop = NULL;

@@ -39,6 +39,7 @@ struct filter {
     _Atomic uint64_t keys_new;    /* keys ADD/CHECKADD found new (written by the loop only) */
     _Atomic uint64_t keys_seen;   /* keys ADD/CHECKADD found present already */
     uint64_t seed;                /* its keys' hash seed (sbf_hash_key_seeded); never changes */
+    bool auto_created;            /* made on first use this run (commands_autocreate) */
     const struct kind_ops *ops;   /* the filter's kind */
     void *obj;                    /* the filter itself, of kind ops; owned; never replaced */
     struct setop *setop;          /* the background UNION/INTERSECT into it (server/exec/setop.h),
