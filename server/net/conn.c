@@ -61,6 +61,7 @@
 
 #include "server/core/auth.h"
 #include "server/core/budget.h"
+#include "server/core/clock.h"
 #include "server/core/log.h"
 #include "server/core/park.h"
 #include "server/core/server.h"
@@ -77,6 +78,8 @@
 #define CONN_MAX_PARKED 1024              /* parked requests per connection before parsing waits */
 #define CONN_AUTH_DELAY_MS 250            /* a failed AUTH is answered this late */
 #define CONN_AUTH_MAX_FAILURES 5          /* failed AUTHs before the connection is closed */
+#define CONN_AUTH_RATE 20                 /* failed AUTHs answered per second, server-wide */
+#define CONN_AUTH_MAX_WAIT_MS 10000       /* a failure that would wait longer closes at once */
 #define CONN_FEED_LOW ((size_t)256 << 10) /* a replica's stream is refilled below this */
 #define CONN_QUANTUM_BYTES (64 * 1024)    /* input parsed per turn before yielding */
 #define CONN_QUANTUM_KEYS 4096            /* keys executed per turn before yielding */
@@ -574,11 +577,28 @@ static const struct result *auth_execute(struct conn *c, const struct proto_requ
         return &c->res;
     }
     c->auth_failures++;
+    /* Server-wide, failures are answered at most CONN_AUTH_RATE a second, in turn: many
+     * connections guessing at once wait longer each, so guesses stay near that rate. */
+    struct worker *w = c->w;
+    uint64_t now = clock_mono_ms();
+    if (w->auth_next_ms < now)
+        w->auth_next_ms = now;
+    w->auth_next_ms += 1000 / CONN_AUTH_RATE;
+    uint64_t delay = w->auth_next_ms - now;
+    if (delay < CONN_AUTH_DELAY_MS)
+        delay = CONN_AUTH_DELAY_MS;
+    bool crowded = delay > CONN_AUTH_MAX_WAIT_MS;
+    if (crowded) { /* too many at once: answered at the longest wait, and closed after */
+        w->auth_next_ms -= 1000 / CONN_AUTH_RATE;
+        delay = CONN_AUTH_MAX_WAIT_MS;
+        c->auth_failures = CONN_AUTH_MAX_FAILURES;
+    }
     log_msg(LOG_WARN, "client %s: AUTH failed (%u of %d)", c->peer, c->auth_failures,
             CONN_AUTH_MAX_FAILURES);
     if (c->ev_auth == NULL)
         c->ev_auth = evtimer_new(c->w->base, on_auth_delay, c);
-    struct timeval tv = {.tv_sec = 0, .tv_usec = CONN_AUTH_DELAY_MS * 1000};
+    struct timeval tv = {.tv_sec = (time_t)(delay / 1000),
+                         .tv_usec = (suseconds_t)(delay % 1000) * 1000};
     if (c->ev_auth == NULL || evtimer_add(c->ev_auth, &tv) != 0) {
         result_set(&c->res, RESULT_SERVER_ERROR, "out of memory");
         finish(c);

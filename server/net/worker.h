@@ -34,6 +34,7 @@ struct worker {
     int64_t skew_ms;        /* the wall clock minus the window clock at the last tick */
     bool skew_known;        /* skew_ms was measured (once ready) */
     uint64_t conn_mem_high; /* connection memory's high mark since the last malloc_trim */
+    uint64_t auth_next_ms;  /* when the next failed AUTH may be answered (conn.c) */
     struct fair fair;       /* backlogged connections and the pass's time slice */
 };
 

@@ -6,6 +6,7 @@ late (about 250 ms) and the fifth closes the connection. The memcached listener 
 memcached's ASCII authentication (a set whose data is "<username> <token>") the same way.
 """
 import os
+import selectors
 import shutil
 import socket
 import subprocess
@@ -306,3 +307,38 @@ def test_protected_mode_refuses_a_non_loopback_peer(daemon_factory, token_file):
     with Client(addr, tok.port) as c:
         assert c.cmd("LIST") == "CLIENT_ERROR authentication required"
         assert c.cmd("AUTH " + TOKEN) == "OK"
+
+
+def test_guessing_is_bounded_server_wide(authd):
+    """Failed AUTHs are answered at most about 20 a second across the whole server (each
+    connection's own delay alone let 500 connections guess 1,864 times a second); a good
+    token is answered at once meanwhile."""
+    sel = selectors.DefaultSelector()
+    socks = []
+    for _ in range(100):
+        s = socket.create_connection((authd.host, authd.port), timeout=10)
+        s.sendall(b"AUTH wrong-guess\r\n")
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+        socks.append(s)
+    replies, end = 0, time.monotonic() + 3.0
+    while time.monotonic() < end:
+        for key, _ in sel.select(0.05):
+            try:
+                data = key.fileobj.recv(4096)
+            except (BlockingIOError, ConnectionResetError):
+                continue
+            if not data:
+                sel.unregister(key.fileobj)
+                continue
+            replies += data.count(b"\r\n")
+            try:
+                key.fileobj.sendall(b"AUTH wrong-guess\r\n")
+            except OSError:
+                pass
+    t0 = time.monotonic()
+    authed(authd).close()  # asserts OK
+    assert time.monotonic() - t0 < 1.0
+    for s in socks:
+        s.close()
+    assert replies <= 3.0 * 20 + 20, replies  # the rate, and the first of each burst

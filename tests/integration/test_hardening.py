@@ -163,7 +163,7 @@ def test_non_reading_clients_shed(release):
 
 
 def test_tiny_filters_counted(release):
-    d = release(["--max-memory", "1G"])
+    d = release(["--max-memory", "1G", "--max-filters", "200000"])
     base = rss(d)
     n = 100000
     with d.client(timeout=60) as c:
@@ -182,7 +182,7 @@ def test_tiny_filters_counted(release):
     d.kill()  # a clean stop would write 100k snapshot files first
     assert counted / 2 < grown < counted * 2
     # With a limit, CREATE is refused once what filters cost (overhead included) reaches it.
-    d2 = release(["--max-memory", "32M"])
+    d2 = release(["--max-memory", "32M", "--max-filters", "200000"])
     with d2.client(timeout=60) as c:
         made = 0
         for i in range(0, n, 1000):
