@@ -687,7 +687,7 @@ void resp_reply_double(struct proto_buf *b, double d, int ver)
     }
 }
 
-void resp_reply_bits(struct proto_buf *b, const bool *bits, size_t n)
+void resp_reply_bits(struct proto_buf *b, const bool *bits, size_t n, bool invert)
 {
     char tmp[4 * 128];
     resp_reply_array(b, n);
@@ -695,7 +695,7 @@ void resp_reply_bits(struct proto_buf *b, const bool *bits, size_t n)
         size_t k = 0;
         for (; k < 128 && i < n; k++, i++) {
             tmp[4 * k] = ':';
-            tmp[4 * k + 1] = bits[i] ? '1' : '0';
+            tmp[4 * k + 1] = bits[i] != invert ? '1' : '0';
             tmp[4 * k + 2] = '\r';
             tmp[4 * k + 3] = '\n';
         }
@@ -740,12 +740,13 @@ void resp_format_result(struct proto_buf *b, enum resp_shape shape, size_t nkeys
     }
     switch (r->status) {
     case RESULT_BITS:
-        if (shape == RESP_SHAPE_BIT && r->nbits == 1)
+        if ((shape == RESP_SHAPE_BIT || shape == RESP_SHAPE_MISSING0) && r->nbits == 1)
             resp_reply_int(b, r->bits[0]);
-        else if (shape == RESP_SHAPE_BITS || shape == RESP_SHAPE_MISSING_ZEROS)
-            resp_reply_bits(b, r->bits, r->nbits);
-        else if (shape == RESP_SHAPE_MISSING0 && r->nbits == 1)
-            resp_reply_int(b, r->bits[0]);
+        else if (shape == RESP_SHAPE_NEW && r->nbits == 1)
+            resp_reply_int(b, !r->bits[0]);
+        else if (shape == RESP_SHAPE_BITS || shape == RESP_SHAPE_MISSING_ZEROS ||
+                 shape == RESP_SHAPE_NEWS)
+            resp_reply_bits(b, r->bits, r->nbits, shape == RESP_SHAPE_NEWS);
         else
             resp_reply_error(b, "ERR unexpected result BITS");
         return;

@@ -163,11 +163,12 @@ void resp_reply_errorf2(struct proto_buf *b, const char *lead, const char *text)
 void resp_reply_int(struct proto_buf *b, int64_t v);
 void resp_reply_bulk(struct proto_buf *b, const char *p, size_t n);
 void resp_reply_bulk_str(struct proto_buf *b, const char *s);
-void resp_reply_null(struct proto_buf *b, int ver);                    /* "$-1" or "_" */
-void resp_reply_array(struct proto_buf *b, size_t n);                  /* "*n", then n values */
-void resp_reply_map(struct proto_buf *b, size_t npairs, int ver);      /* "%n" or "*2n" */
-void resp_reply_double(struct proto_buf *b, double d, int ver);        /* ",d" or a bulk string */
-void resp_reply_bits(struct proto_buf *b, const bool *bits, size_t n); /* "*n" of :0/:1 */
+void resp_reply_null(struct proto_buf *b, int ver);               /* "$-1" or "_" */
+void resp_reply_array(struct proto_buf *b, size_t n);             /* "*n", then n values */
+void resp_reply_map(struct proto_buf *b, size_t npairs, int ver); /* "%n" or "*2n" */
+void resp_reply_double(struct proto_buf *b, double d, int ver);   /* ",d" or a bulk string */
+/* "*n" of :1/:0 for bits[i] true/false, or the other way round with invert. */
+void resp_reply_bits(struct proto_buf *b, const bool *bits, size_t n, bool invert);
 
 /*
  * How a command's result becomes its reply: the part of a command's identity the formatter
@@ -176,11 +177,13 @@ void resp_reply_bits(struct proto_buf *b, const bool *bits, size_t n); /* "*n" o
  * against a read only replica.", a failed result "ERR out of memory".
  */
 enum resp_shape {
-    RESP_SHAPE_OK,       /* RESULT_OK/CREATED: +OK; EXISTS: -ERR item exists */
-    RESP_SHAPE_BIT,      /* RESULT_BITS: the first bit as an integer (BF.ADD, BF.EXISTS) */
-    RESP_SHAPE_BITS,     /* RESULT_BITS: an array of integers (BF.MADD, BF.MEXISTS, BF.INSERT) */
-    RESP_SHAPE_DELETED,  /* RESULT_DELETED: :1; NOT_FOUND: :0 (DEL of one name) */
-    RESP_SHAPE_MISSING0, /* RESULT_NOT_FOUND: :0 (BF.EXISTS of a missing filter) */
+    RESP_SHAPE_OK,            /* RESULT_OK/CREATED: +OK; EXISTS: -ERR item exists */
+    RESP_SHAPE_BIT,           /* RESULT_BITS of a CHECK: the first bit as an integer (BF.EXISTS) */
+    RESP_SHAPE_BITS,          /* RESULT_BITS of a CHECK: an array of integers (BF.MEXISTS) */
+    RESP_SHAPE_NEW,           /* RESULT_BITS of a CHECKADD (1: was present): :1 if new (BF.ADD) */
+    RESP_SHAPE_NEWS,          /* the same as an array (BF.MADD, BF.INSERT) */
+    RESP_SHAPE_DELETED,       /* RESULT_DELETED: :1; NOT_FOUND: :0 (DEL of one name) */
+    RESP_SHAPE_MISSING0,      /* RESULT_NOT_FOUND: :0 (BF.EXISTS of a missing filter) */
     RESP_SHAPE_MISSING_ZEROS, /* RESULT_NOT_FOUND: an array of n :0 (BF.MEXISTS) */
 };
 

@@ -342,8 +342,10 @@ static void test_format(void **state)
     bool bits[300];
     for (size_t i = 0; i < 300; i++)
         bits[i] = i % 3 == 0;
-    resp_reply_bits(&b, bits, 300);
-    assert_int_equal(b.len, 6 + 300 * 4);
+    resp_reply_bits(&b, bits, 300, false);
+    resp_reply_bits(&b, bits, 2, true);
+    assert_int_equal(b.len, 6 + 300 * 4 + 4 + 2 * 4);
+    assert_memory_equal(b.data + b.len - 12, "*2\r\n:0\r\n:1\r\n", 12);
     assert_memory_equal(b.data, "*300\r\n:1\r\n:0\r\n:0\r\n:1\r\n", 22);
     proto_buf_free(&b);
 }
@@ -384,8 +386,10 @@ static void test_format_results(void **state)
     bits[0] = true;
     bits[1] = false;
     expect_result(RESP_SHAPE_BITS, 2, &r, "*2\r\n:1\r\n:0\r\n");
+    expect_result(RESP_SHAPE_NEWS, 2, &r, "*2\r\n:0\r\n:1\r\n");
     r.nbits = 1;
     expect_result(RESP_SHAPE_BIT, 1, &r, ":1\r\n");
+    expect_result(RESP_SHAPE_NEW, 1, &r, ":0\r\n");
     r.failed = true;
     expect_result(RESP_SHAPE_BIT, 1, &r, "-ERR out of memory\r\n");
     result_free(&r);
