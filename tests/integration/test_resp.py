@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from conftest import REPO
+
 redis = pytest.importorskip("redis", reason="python3-redis is not installed")
 
 CONNECT_DEADLINE = 20.0
@@ -298,3 +300,42 @@ def test_redis_cli_one_shot_and_pipe(resp, tmp_path):
     assert out.returncode == 0, out
     assert "errors: 0, replies: %d" % n in out.stdout, out.stdout
     assert rclient(port).execute_command("BF.CARD", "mass") >= n * 0.99
+
+
+def test_replica_refuses_writes_with_readonly(daemon_factory):
+    primary = daemon_factory()
+    d, port = resp_daemon(daemon_factory,
+                          env={"BLOOMD_REPLICA_OF": "127.0.0.1:%d" % primary.port})
+    r = rclient(port)
+    with pytest.raises(redis.ReadOnlyError):
+        r.bf().add("f", "x")  # the auto-create is the refused change
+    with pytest.raises(redis.ReadOnlyError):
+        r.bf().create("g", 0.01, 100)
+    assert r.bf().exists("f", "x") == 0  # reads are served
+    s = Raw(port)
+    s.send(b"BF.MADD f a\r\n")
+    s.expect(b"-READONLY You can't write against a read only replica.\r\n")
+    info = r.info("replication")
+    assert info["role"] == "slave"
+    assert info["master_port"] == primary.port
+
+
+def loadgen():
+    import os
+    path = os.environ.get("LOADGEN", str(REPO / "build" / "rel" / "bench" / "loadgen"))
+    if not os.access(path, os.X_OK):
+        pytest.skip("no load generator at %s (make build/rel/bench/loadgen)" % path)
+    return path
+
+
+@pytest.mark.parametrize("command,batch", [("BF.MADD", 100), ("BF.ADD", 1)])
+def test_loadgen_checks_every_reply(resp, command, batch):
+    """bench/loadgen's RESP mode against the daemon: every reply checked, no false negative
+    (it exits 1 on one), pipelined runs and growth past the first stage included."""
+    d, port = resp
+    out = subprocess.run([loadgen(), "--proto", "redis", "--command", command, "--port",
+                          str(port), "--batch", str(batch), "--keys", "60000", "--conns", "2",
+                          "--depth", "16", "--name", "lg", "--duration", "60"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "complete=1" in out.stdout and " fn=0 " in out.stdout, out.stdout
