@@ -85,10 +85,11 @@ static int parse_array(const char *buf, size_t len, size_t max_frame, size_t max
             return fail(cmd, RESP_ERR_PROTOCOL, "invalid bulk length");
         if (pos > max_frame) /* headers padded with zeros */
             return fail(cmd, RESP_ERR_TOO_LONG, "invalid bulk length");
-        /* This element, then at least MIN_BULK bytes for each one after it. */
-        if ((uint64_t)blen > max_frame ||
-            (uint64_t)blen + 2 + (uint64_t)(argc - 1 - i) * MIN_BULK > max_frame - pos)
+        if ((uint64_t)blen > max_frame)
             return fail(cmd, RESP_ERR_TOO_LONG, "invalid bulk length");
+        /* This element, then at least MIN_BULK bytes for each one after it. */
+        if ((uint64_t)blen + 2 + (uint64_t)(argc - 1 - i) * MIN_BULK > max_frame - pos)
+            return fail(cmd, RESP_ERR_TOO_LONG, "request longer than max_line");
         size_t b = (size_t)blen;
         if (len - pos < b + 2)
             return RESP_MORE;

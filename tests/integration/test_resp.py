@@ -339,3 +339,21 @@ def test_loadgen_checks_every_reply(resp, command, batch):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "complete=1" in out.stdout and " fn=0 " in out.stdout, out.stdout
+
+
+def test_replies_held_for_the_journal(daemon_factory):
+    """durability always: every change's reply waits for its record on disk (parked), and
+    pipelined replies still come back in order with their own shapes."""
+    d, port = resp_daemon(daemon_factory, args=["--durability", "always"])
+    r = rclient(port)
+    p = r.pipeline(transaction=False)
+    p.execute_command("BF.RESERVE", "j", "0.01", "1000")
+    p.execute_command("BF.ADD", "j", "a")
+    p.execute_command("BF.MADD", "j", "a", "b")
+    p.execute_command("BF.EXISTS", "j", "b")
+    p.execute_command("BF.INSERT", "j2", "ITEMS", "x")
+    p.execute_command("DEL", "j2")
+    p.execute_command("BF.ADD", "j", "c")
+    assert p.execute() == [b"OK", 1, [0, 1], 1, [1], 1, 1]
+    d.restart()
+    assert rclient(port).bf().mexists("j", "a", "b", "c", "z") == [1, 1, 1, 0]
