@@ -10,6 +10,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 5
 PORT ?= 8673
 HTTP_PORT ?= 8674
+REDIS_PORT ?= 8675
 RUN_ARGS ?=
 
 # `make install`: the GNU directory variables; DESTDIR is prepended to every path (staging).
@@ -95,7 +96,8 @@ all: build/bloomd $(BENCHES)
 
 run: build/bloomd
 	mkdir -p data
-	build/bloomd --bind 127.0.0.1 --port $(PORT) --http-port $(HTTP_PORT) --data-dir data $(RUN_ARGS)
+	build/bloomd --bind 127.0.0.1 --port $(PORT) --http-port $(HTTP_PORT) --redis-port $(REDIS_PORT) \
+	    --data-dir data $(RUN_ARGS)
 
 $(DEPS_BUILD): scripts/deps.sh
 	@mkdir -p $(@D)
@@ -230,6 +232,11 @@ bench-repl: build/bloomd $(REL)/bench/loadgen | $(DEPS_BENCH)
 	bench/run_repl.sh
 bench-fair: build/bloomd
 	bench/run_fair.sh
+# RESP against the text protocol (its own lines, so the list above stays as it was).
+.PHONY: bench-resp
+bench: bench-resp
+bench-resp: build/bloomd $(REL)/bench/loadgen | $(DEPS_BENCH)
+	bench/run_resp.sh
 
 docker-test:
 	scripts/deps.sh docker

@@ -1,5 +1,6 @@
 /*
- * loadgen.c - closed-loop load generator for bloomd, Redis (SADD) and memcached (add).
+ * loadgen.c - closed-loop load generator for bloomd, Redis (SADD, or RedisBloom's BF.MADD and
+ * BF.ADD: bloomd's --redis-port too) and memcached (add).
  * One epoll thread drives N pipelined connections with a deterministic dedup workload:
  * distinct keys plus a fraction of repeats. Each connection owns its own keys, so every
  * expected answer is known; every reply is checked. Reports throughput, latency
@@ -29,7 +30,7 @@
 #include <unistd.h>
 
 enum proto_kind { P_BLOOMD, P_REDIS, P_MEMCACHED };
-enum cmd_kind { C_CHECKADD, C_ADD, C_CHECK, C_SADD, C_MCADD };
+enum cmd_kind { C_CHECKADD, C_ADD, C_CHECK, C_SADD, C_MCADD, C_BFMADD, C_BFADD };
 
 /* Options, filled by parse_args(); see usage(). */
 struct opts {
@@ -187,6 +188,8 @@ struct conn {
     char *rbuf;
     size_t rlen, rcap;
     uint64_t wait_since; /* last progress while a reply is due */
+    uint32_t elems_left; /* BF.MADD: integers of the current array reply still to come */
+    uint32_t elem;       /* BF.MADD: the next one's position in its request */
 };
 
 static struct conn *g_conns;
@@ -292,10 +295,17 @@ static bool gen_request(struct conn *c, uint64_t now)
         p = put_str(p, "\r\n", 2);
         break;
     }
-    case P_REDIS:
+    case P_REDIS: {
+        const char *w = g_opt.cmd == C_BFMADD  ? "BF.MADD"
+                        : g_opt.cmd == C_BFADD ? "BF.ADD"
+                                               : "SADD";
         *p++ = '*';
         p = put_u64(p, n + 2);
-        p = put_str(p, "\r\n$4\r\nSADD\r\n$", 13);
+        p = put_str(p, "\r\n$", 3);
+        p = put_u64(p, strlen(w));
+        p = put_str(p, "\r\n", 2);
+        p = put_str(p, w, strlen(w));
+        p = put_str(p, "\r\n$", 3);
         p = put_u64(p, nlen);
         p = put_str(p, "\r\n", 2);
         p = put_str(p, g_opt.name, nlen);
@@ -309,6 +319,7 @@ static bool gen_request(struct conn *c, uint64_t now)
             p = put_str(p, "\r\n", 2);
         }
         break;
+    }
     case P_MEMCACHED:
         p = put_str(p, "add ", 4);
         make_key(idx[0], p);
@@ -493,8 +504,9 @@ static _Noreturn void bad_reply(struct conn *c, const char *line, size_t len, co
     die("conn %d: %s: \"%.*s\"", c->id, why, (int)(len > 200 ? 200 : len), line);
 }
 
-/* Checks one reply line (without its \r\n) against the oldest in-flight request. */
-static void check_reply(struct conn *c, const char *line, size_t len)
+/* Checks one reply line (without its \r\n) against the oldest in-flight request; true when
+ * the line completed its reply (a BF.MADD reply is an array: a header, then a line per key). */
+static bool check_reply(struct conn *c, const char *line, size_t len)
 {
     if (c->inflight == 0)
         bad_reply(c, line, len, "reply with no request in flight");
@@ -543,6 +555,34 @@ static void check_reply(struct conn *c, const char *line, size_t len)
         }
         break;
     }
+    case C_BFMADD:
+        if (c->elems_left == 0) { /* "*<n>": n must be the keys sent */
+            uint64_t got = 0;
+            if (len < 2 || line[0] != '*')
+                bad_reply(c, line, len, "bad BF.MADD reply (not an array)");
+            for (size_t i = 1; i < len; i++) {
+                if (line[i] < '0' || line[i] > '9' || got > r->nkeys)
+                    bad_reply(c, line, len, "bad BF.MADD array length");
+                got = got * 10 + (uint64_t)(line[i] - '0');
+            }
+            if (got != r->nkeys)
+                bad_reply(c, line, len, "BF.MADD array length is not the keys sent");
+            c->elems_left = r->nkeys;
+            c->elem = 0;
+            return false;
+        }
+        if (len != 2 || line[0] != ':' || (line[1] != '0' && line[1] != '1'))
+            bad_reply(c, line, len, "bad BF.MADD element");
+        answer(c, idx, c->elem, exp[c->elem], line[1] == '0'); /* 1: new */
+        c->elem++;
+        if (--c->elems_left > 0)
+            return false;
+        break;
+    case C_BFADD:
+        if (len != 2 || line[0] != ':' || (line[1] != '0' && line[1] != '1'))
+            bad_reply(c, line, len, "bad BF.ADD reply");
+        answer(c, idx, 0, exp[0], line[1] == '0');
+        break;
     case C_MCADD:
         if (len == 6 && memcmp(line, "STORED", 6) == 0)
             answer(c, idx, 0, exp[0], false);
@@ -557,6 +597,7 @@ static void check_reply(struct conn *c, const char *line, size_t len)
     g_reqs_done++;
     c->head = (c->head + 1) % (size_t)g_opt.depth;
     c->inflight--;
+    return true;
 }
 
 /* Reads what is available and checks every complete reply; false on EOF. */
@@ -587,9 +628,15 @@ static bool read_in(struct conn *c)
         if (end == off || nl[-1] != '\r')
             bad_reply(c, c->rbuf + off, end - off, "reply line not ended by \\r\\n");
         uint64_t sent = c->inflight ? c->ring[c->head].sent_ns : now;
-        check_reply(c, c->rbuf + off, end - 1 - off);
-        hist_add(now - sent);
+        if (check_reply(c, c->rbuf + off, end - 1 - off))
+            hist_add(now - sent);
         off = end + 1;
+        /* A BF.MADD array's elements, 4 bytes each, without a line scan apiece. */
+        while (c->elems_left > 1 && c->rlen - off >= 4 && c->rbuf[off] == ':' &&
+               c->rbuf[off + 2] == '\r' && c->rbuf[off + 3] == '\n') {
+            check_reply(c, c->rbuf + off, 2); /* not the last: never completes the reply */
+            off += 4;
+        }
     }
     if (off > 0) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
@@ -757,11 +804,9 @@ static void run(void)
 
 static const char *const g_proto_names[] = {
     [P_BLOOMD] = "bloomd", [P_REDIS] = "redis", [P_MEMCACHED] = "memcached"};
-static const char *const g_cmd_names[] = {[C_CHECKADD] = "CHECKADD",
-                                          [C_ADD] = "ADD",
-                                          [C_CHECK] = "CHECK",
-                                          [C_SADD] = "SADD",
-                                          [C_MCADD] = "add"};
+static const char *const g_cmd_names[] = {
+    [C_CHECKADD] = "CHECKADD", [C_ADD] = "ADD",        [C_CHECK] = "CHECK", [C_SADD] = "SADD",
+    [C_MCADD] = "add",         [C_BFMADD] = "BF.MADD", [C_BFADD] = "BF.ADD"};
 
 static void report(void)
 {
@@ -800,7 +845,8 @@ static void usage(FILE *f)
     fputs("usage: loadgen [options]   (see bench/README.md)\n"
           "  --proto bloomd|redis|memcached  server protocol (bloomd)\n"
           "  --host H --port P           server address (127.0.0.1, 8673)\n"
-          "  --command C                 bloomd: CHECKADD|ADD|CHECK (CHECKADD); redis: SADD;\n"
+          "  --command C                 bloomd: CHECKADD|ADD|CHECK (CHECKADD); redis: SADD,\n"
+          "                              BF.MADD or BF.ADD (a Bloom filter: see --approximate);\n"
           "                              memcached: add\n"
           "  --conns N                   connections (4)\n"
           "  --depth N                   requests in flight per connection (64)\n"
@@ -978,16 +1024,18 @@ static void parse_args(int argc, char **argv)
     g_opt.cmd = defaults[g_opt.proto];
     if (cmd) {
         bool ok = false;
-        for (int i = 0; i <= C_MCADD && !ok; i++) {
+        for (int i = 0; i <= C_BFADD && !ok; i++) {
+            bool bf = i == C_BFMADD || i == C_BFADD;
             ok = strcasecmp(cmd, g_cmd_names[i]) == 0 &&
-                 (g_opt.proto == P_BLOOMD ? i <= C_CHECK : i == (int)g_opt.cmd);
+                 (g_opt.proto == P_BLOOMD ? i <= C_CHECK
+                                          : i == (int)g_opt.cmd || (bf && g_opt.proto == P_REDIS));
             if (ok)
                 g_opt.cmd = (enum cmd_kind)i;
         }
         if (!ok)
             goto bad;
     }
-    if (g_opt.proto == P_MEMCACHED && g_opt.batch != 1)
+    if ((g_opt.proto == P_MEMCACHED || g_opt.cmd == C_BFADD) && g_opt.batch != 1)
         goto bad;
     if (g_opt.create && g_opt.proto != P_BLOOMD)
         goto bad;
@@ -1007,7 +1055,8 @@ int main(int argc, char **argv)
     setup();
     run();
     report();
-    bool exact = g_opt.proto != P_BLOOMD && !g_opt.approximate;
+    bool exact = g_opt.proto != P_BLOOMD && !g_opt.approximate && g_opt.cmd != C_BFMADD &&
+                 g_opt.cmd != C_BFADD;
     if (g_fn > 0 || (exact && g_fp > 0)) {
         fprintf(stderr, "loadgen: FAILED: %llu false negatives, %llu false positives%s\n",
                 (unsigned long long)g_fn, (unsigned long long)g_fp,

@@ -13,6 +13,7 @@
 #endif
 
 #include "proto/number.h"
+#include "proto/resp.h"
 
 struct cmd_entry {
     const char *name;
@@ -208,6 +209,8 @@ size_t proto_next_keys(const struct proto_request *req, struct proto_slice *rest
     uint64_t before = 1; /* the byte before p[0] counts as a space */
     if (max == 0 || len == 0)
         return 0;
+    if (req->args_resp)
+        return resp_next_keys(rest, keys, max);
     if (req->nargs == 1 && p == req->args.ptr && len == req->args.len && p[0] != ' ' &&
         p[len - 1] != ' ') { /* the one key is all of args: a pipelined one-key request */
         size_t skip = req->key_skip < len ? req->key_skip : len;
@@ -574,6 +577,7 @@ int proto_parse(const char *buf, size_t len, const struct proto_limits *lim,
     req->why = NULL;
     req->bad.ptr = NULL;
     req->bad.len = 0;
+    req->args_resp = false;
     *consumed = 0;
 
     size_t window = len < max_line ? len : max_line;

@@ -96,6 +96,9 @@ struct proto_request {
     /* On an error: a specific static reason, and the offending token (len 0 if none). */
     const char *why;
     struct proto_slice bad;
+    /* args holds RESP bulk strings ("$1\r\nk\r\n", proto/resp.h), validated by resp_parse,
+     * instead of spaced tokens: keys may hold any byte. proto_next_keys() walks both. */
+    bool args_resp;
 };
 
 #define PROTO_MAX_NAME 128

@@ -19,6 +19,7 @@ declare -A why=(
     [clang]="fuzz harnesses (libFuzzer)" [libclang-rt-14-dev]="libFuzzer runtime"
     [clang-format]="format check" [nutcracker]="twemproxy in front of the memcached port"
     [python3-pymemcache]="memcached port against a real client"
+    [python3-redis]="RESP port against redis-py's bf() API" [redis-tools]="redis-cli against the RESP port"
     [libmemcached-tools]="memccapable, memcached's conformance test"
     [redis-server]="bench-net's Redis rows" [memcached]="bench-net's memcached row"
     [coreutils]="dd, timeout"
@@ -36,6 +37,7 @@ for kind in "$@"; do
                  libsystemd-dev libssl-dev openssl xxd python3 python3-pytest python3-venv python3-wheel-whl
                  groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
                  clang-format nutcracker python3-pymemcache libmemcached-tools libfaketime
+                 python3-redis redis-tools
                  libedit-dev tmux) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
                   libsystemd-dev libssl-dev openssl xxd python3 redis-server memcached nutcracker

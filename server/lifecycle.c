@@ -240,6 +240,11 @@ static void load_done(struct job *j)
         if (w->lis[1] == NULL)
             lj->rc = -1;
     }
+    if (lj->rc == 0 && w->lis[0] != NULL && srv->cfg.redis_port != 0) {
+        w->lis[3] = listener_open(w, &conn_proto_redis, srv->cfg.bind, srv->cfg.redis_port);
+        if (w->lis[3] == NULL)
+            lj->rc = -1;
+    }
     if (lj->rc == 0 && w->lis[0] != NULL && srv->tls != NULL) {
         w->lis[2] = listener_open(w, &text_over_tls, srv->cfg.bind, srv->cfg.tls_port);
         if (w->lis[2] == NULL)

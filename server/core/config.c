@@ -96,6 +96,8 @@ static const struct opt_def opts[] = {
      "filter of memcached keys without '<filter>:'"},
     {"memcache_flush_all", OPT_BOOL, F(memcache_flush_all), 0, 1, false, "yes|no",
      "let memcached flush_all clear every filter"},
+    {"redis_port", OPT_UINT, F(redis_port), 0, 65535, false, "N",
+     "RESP (Redis, RedisBloom BF.*) port on the same address, 0 = off (6379 is usual)"},
     /* Config file and BLOOMD_AUTH_TOKEN only: a flag would show the token in ps. */
     {"auth_token", OPT_STR, F(auth_token), 0, 0, true, "TOKEN",
      "token clients must AUTH with, empty = none"},

@@ -55,6 +55,7 @@ struct config {
     unsigned memcache_port;                /* memcached-protocol listener, 0 = off */
     char memcache_default_filter[129];     /* filter of memcached keys without "<filter>:" */
     int memcache_flush_all;                /* 1: memcached flush_all clears every filter */
+    unsigned redis_port;                   /* RESP listener (server/net/serve_redis.c), 0 = off */
     char auth_token[CONFIG_TOKEN_MAX];     /* clients must AUTH with it; empty = no auth */
     char auth_token_file[CONFIG_PATH_MAX]; /* read into auth_token by config_load */
     int protected_mode;                    /* 1: no token + non-loopback peer = refused */

@@ -139,6 +139,10 @@ struct conn {
     size_t charged;            /* bytes counted for it in the server's budget */
     struct repl_feed *feed;    /* a replica's stream after its PSYNC (server/repl/); or NULL */
     bool cut;                  /* replication cut it off: closes at the next pump */
+    union {
+        unsigned char bytes[CONN_DRIVER_STATE];
+        max_align_t align;
+    } driver; /* the protocol driver's own state (conn_driver_state) */
 };
 
 /* The interest bit of a direction in c->watching. */
@@ -721,6 +725,11 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
     }
     park(c);
     return NULL;
+}
+
+void *conn_driver_state(struct conn *c)
+{
+    return c->driver.bytes;
 }
 
 void conn_finish(struct conn *c)

@@ -32,9 +32,11 @@ struct conn_proto {
     void (*format_parked)(struct proto_buf *out, const void *ctx, const struct result *r);
 };
 
-/* The bloomd text protocol (server/net/serve_text.c) and memcached's (serve_memcache.c). */
+/* The bloomd text protocol (server/net/serve_text.c), memcached's (serve_memcache.c) and
+ * Redis's RESP (serve_redis.c). */
 extern const struct conn_proto conn_proto_text;
 extern const struct conn_proto conn_proto_memcache;
+extern const struct conn_proto conn_proto_redis;
 
 /* Bytes of protocol context a parked request keeps for format_parked(). */
 #define CONN_CTX_MAX 16
@@ -73,6 +75,11 @@ bool conn_needs_auth(const struct conn *c);
  */
 struct proto_buf *conn_reply_begin(struct conn *c, size_t *mark);
 void conn_reply_end(struct conn *c, struct proto_buf *b, size_t mark);
+
+/* The driver's own per-connection state: CONN_DRIVER_STATE bytes, zero at accept, aligned
+ * for any scalar (RESP's protocol version and client name). */
+#define CONN_DRIVER_STATE 64
+void *conn_driver_state(struct conn *c);
 
 /* Scratch result for a driver's immediate requests (reset it before use). */
 struct result *conn_result(struct conn *c);
