@@ -692,7 +692,13 @@ static bool kick_step(struct expandable *f, uint32_t lv, uint64_t x)
     _Atomic uint64_t *p = blk(f, lv, x);
     uint64_t b[XB_WORDS];
     load_block(p, b);
-    uint32_t n = xb_count(b);
+    uint32_t n = xb_count(b), nt = 0;
+    /* Every candidate's target first, each prefetched: the targets are random lines, and
+     * trying them one by one took a cache miss per try (a tenth of the add path's time). */
+    struct {
+        uint32_t i, j, v, nv, plv;
+        uint64_t px;
+    } c[EXP_KICKS];
     for (uint32_t t = 0; t < EXP_KICKS && t < n; t++) {
         uint32_t i = (uint32_t)((x + t * 7u) % n);
         uint32_t j = select1(b, i) - i, v = xb_get(b, w, i), nv = v, plv = lv;
@@ -708,6 +714,18 @@ static bool kick_step(struct expandable *f, uint32_t lv, uint64_t x)
             px >>= 1;
             plv = l;
         }
+        __builtin_prefetch((const void *)blk(f, plv, px), 0, 3);
+        c[nt].i = i;
+        c[nt].j = j;
+        c[nt].v = v;
+        c[nt].nv = nv;
+        c[nt].plv = plv;
+        c[nt].px = px;
+        nt++;
+    }
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t i = c[t].i, j = c[t].j, v = c[t].v, nv = c[t].nv, plv = c[t].plv;
+        uint64_t px = c[t].px;
         _Atomic uint64_t *q = blk(f, plv, px);
         uint64_t a[XB_WORDS];
         load_block(q, a);
