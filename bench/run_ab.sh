@@ -72,8 +72,9 @@ one() {
 }
 
 # Server CPU time so far, every thread, in ns (/proc/PID/task/*/schedstat's first field).
+# %.0f, not %d: mawk's %d saturates at 2^31 - 1 (2.1 s), which capped every longer run.
 cpu_ns() {
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
 }
 
 echo "A: $A ${ARGS_A[*]}"

@@ -34,8 +34,9 @@ stop_all() {
 trap 'stop_all; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 
+# %.0f, not %d: mawk's %d saturates at 2^31 - 1 (2.1 s), which capped every longer run.
 cpu_ns() {
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
 }
 
 # start VAR PORT ARGS...: a daemon on PORT with a fresh data dir; its pid into VAR.

@@ -692,7 +692,13 @@ static bool kick_step(struct expandable *f, uint32_t lv, uint64_t x)
     _Atomic uint64_t *p = blk(f, lv, x);
     uint64_t b[XB_WORDS];
     load_block(p, b);
-    uint32_t n = xb_count(b);
+    uint32_t n = xb_count(b), nt = 0;
+    /* Every candidate's target first, each prefetched: the targets are random lines, and
+     * trying them one by one took a cache miss per try (a tenth of the add path's time). */
+    struct {
+        uint32_t i, j, v, nv, plv;
+        uint64_t px;
+    } c[EXP_KICKS];
     for (uint32_t t = 0; t < EXP_KICKS && t < n; t++) {
         uint32_t i = (uint32_t)((x + t * 7u) % n);
         uint32_t j = select1(b, i) - i, v = xb_get(b, w, i), nv = v, plv = lv;
@@ -708,6 +714,18 @@ static bool kick_step(struct expandable *f, uint32_t lv, uint64_t x)
             px >>= 1;
             plv = l;
         }
+        __builtin_prefetch((const void *)blk(f, plv, px), 0, 3);
+        c[nt].i = i;
+        c[nt].j = j;
+        c[nt].v = v;
+        c[nt].nv = nv;
+        c[nt].plv = plv;
+        c[nt].px = px;
+        nt++;
+    }
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t i = c[t].i, j = c[t].j, v = c[t].v, nv = c[t].nv, plv = c[t].plv;
+        uint64_t px = c[t].px;
         _Atomic uint64_t *q = blk(f, plv, px);
         uint64_t a[XB_WORDS];
         load_block(q, a);
@@ -886,36 +904,34 @@ static int split_next(struct expandable *f)
 
     atomic_fetch_add(&f->epoch, 1); /* odd: a split runs; encoders wait for even */
     const bool hold = atomic_load(&f->encoding) != 0;
-    /* Entries come in bucket order, so each child is built by appending: its directory
-     * bit by bit (a 1 per entry, a 0 per bucket end), its slots one after another. */
+    /* Entries come in bucket order, so each child is built by appending: entry k of a
+     * child, in bucket j, is the 1 at directory bit j + k (the zeros between are the
+     * bucket ends), its slot the next one. The old directory's ones are visited word by
+     * word (entry i at bit p is in bucket p - i), not bit by bit: a walk over all 112
+     * bits, a branch each, was most of a split's time. */
     struct builder {
         u128 meta;
-        uint32_t pos, n, bit;
-    } bd[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-    u128 meta;
-    meta_get(old, &meta);
-    uint32_t i = 0;
-    for (uint32_t j = 0, p = 0; j < f->m; p++) {
-        if (!((meta >> p) & 1u)) { /* end of bucket j */
-            bd[0].pos++;
-            bd[1].pos++;
-            j++;
-            continue;
-        }
-        uint32_t v = xb_get(old, w, i++);
-        uint32_t lo = 0, hi = 1, nv = v;
-        if (xb_len(w, v) == 0) {
-            count_add(&f->entries, 1); /* copied into both children */
-        } else {
-            lo = hi = v >> (w - 1);
-            nv = (v << 1) & full;
-        }
-        for (uint32_t b = lo; b <= hi; b++) {
-            if (bd[b].n < f->c) {
-                bd[b].meta |= (u128)1 << bd[b].pos++;
-                xb_set(ch[b], w, bd[b].n++, nv);
+        uint32_t n;
+    } bd[2] = {{0, 0}, {0, 0}};
+    uint64_t ones[2] = {old[0], old[1] & XB_META_HI};
+    for (uint32_t i = 0, wd = 0; wd < 2; wd++) {
+        for (uint64_t bits = ones[wd]; bits != 0; bits &= bits - 1, i++) {
+            uint32_t j = 64 * wd + (uint32_t)__builtin_ctzll(bits) - i;
+            uint32_t v = xb_get(old, w, i);
+            uint32_t lo = 0, hi = 1, nv = v;
+            if (xb_len(w, v) == 0) {
+                count_add(&f->entries, 1); /* copied into both children */
             } else {
-                (void)stash_push(f, l + 1, (2 * x) | b, j, nv); /* room checked above */
+                lo = hi = v >> (w - 1);
+                nv = (v << 1) & full;
+            }
+            for (uint32_t b = lo; b <= hi; b++) {
+                if (bd[b].n < f->c) {
+                    bd[b].meta |= (u128)1 << (j + bd[b].n);
+                    xb_set(ch[b], w, bd[b].n++, nv);
+                } else {
+                    (void)stash_push(f, l + 1, (2 * x) | b, j, nv); /* room checked above */
+                }
             }
         }
     }

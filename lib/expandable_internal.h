@@ -132,9 +132,11 @@ static inline uint32_t xb_count(const uint64_t *b)
 }
 
 /*
- * Position of the k-th (0-based) set bit of x; k < popcount(x). Broadword: the bytes'
- * running counts in one multiply, the byte holding the bit by one subtraction, then at
- * most 7 steps inside that byte (x86-64-v2 has no pdep).
+ * Position of the k-th (0-based) set bit of x; k < popcount(x). Broadword, no branch: the
+ * bytes' running counts in one multiply, the byte holding the bit by one subtraction, then
+ * the same inside that byte with its bits spread one to a byte (x86-64-v2 has no pdep).
+ * The loop this replaced (clear the lowest bit up to 7 times) was a third of a lookup's
+ * time on the add path, mostly mispredicted exits.
  */
 static inline unsigned exp_select64(uint64_t x, unsigned k)
 {
@@ -145,11 +147,15 @@ static inline unsigned exp_select64(uint64_t x, unsigned k)
     uint64_t run = s * ones; /* byte i: set bits in bytes 0..i (<= 64) */
     /* Bytes whose running count is <= k are before the one holding the bit. */
     unsigned byte = exp_popcount(((((uint64_t)k * ones) | highs) - run) & highs);
-    unsigned before = byte ? (unsigned)((run >> (8 * byte - 8)) & 0xffu) : 0;
+    unsigned before = (unsigned)(((run << 8) >> (8 * byte)) & 0xffu);
     uint64_t b = (x >> (8 * byte)) & 0xffu;
-    for (unsigned r = k - before; r > 0 && r < 8; r--)
-        b &= b - 1;
-    return 8 * byte + (unsigned)__builtin_ctzll(b | 0x100u);
+    /* Byte i of t: 1 if bit i of b is set; times ones, bits 0..i set; bits whose running
+     * count is <= the rank inside the byte come before the one wanted. */
+    uint64_t t =
+        (((b * ones) & UINT64_C(0x8040201008040201)) + UINT64_C(0x7f7f7f7f7f7f7f7f)) & highs;
+    uint64_t rb = (t >> 7) * ones;
+    unsigned r = k - before;
+    return 8 * byte + exp_popcount(((((uint64_t)r * ones) | highs) - rb) & highs);
 }
 
 /* Position of the k-th zero of the directory (k < 112 - count: always, for k < M). */
@@ -162,11 +168,20 @@ static inline unsigned xb_select0(const uint64_t *b, unsigned k)
     return 64 + exp_select64(~b[1] & XB_META_HI, k - n0);
 }
 
-/* Entries [*s, *e) of bucket j. */
+/* Entries [*s, *e) of bucket j: one select for the zero before it, then the next zero. */
 static inline void xb_bucket(const uint64_t *b, uint32_t j, uint32_t *s, uint32_t *e)
 {
-    *e = xb_select0(b, j) - j;
-    *s = j ? xb_select0(b, j - 1) + 1 - j : 0;
+    uint32_t p = j ? xb_select0(b, j - 1) + 1 : 0; /* the bucket's first directory bit */
+    uint64_t z0 = ~b[0], z1 = ~b[1] & XB_META_HI;
+    uint32_t q;
+    if (p >= 64)
+        q = p + (uint32_t)__builtin_ctzll(z1 >> (p - 64));
+    else if ((z0 >> p) != 0)
+        q = p + (uint32_t)__builtin_ctzll(z0 >> p);
+    else
+        q = 64 + (uint32_t)__builtin_ctzll(z1);
+    *s = p - j;
+    *e = q - j;
 }
 
 /* Slot i (W bits). */
