@@ -201,7 +201,7 @@ def test_hostile_names(client, name, bloomd):
     assert client.cmd("CREATE " + name).startswith("CLIENT_ERROR")
     assert client.cmd("ADD %s k" % name).startswith("CLIENT_ERROR")
     assert client.block("LIST") == []
-    assert sorted(p.name for p in bloomd.data_dir.iterdir()) == ["LOCK", "journal"]  # no file for the name
+    assert sorted(p.name for p in bloomd.data_dir.iterdir()) == ["LOCK", "SEED", "journal"]  # no file for the name
 
 
 def test_quit(client):

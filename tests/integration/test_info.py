@@ -80,12 +80,12 @@ def info_lines(c, name):
 def test_info_fields_unchanged(daemon_factory):
     d = daemon_factory(["--durability", "snapshot"])
     with d.client() as c:
-        assert c.cmd("CREATE small capacity=1000") == "CREATED"
+        assert c.cmd("CREATE small capacity=1000 seed=0") == "CREATED"
         c.add("small", ["k%d" % i for i in range(3000)])
-        assert c.cmd("CREATE big capacity=3000000 error=0.001") == "CREATED"
+        assert c.cmd("CREATE big capacity=3000000 error=0.001 seed=0") == "CREATED"
         c.add("big", ["b%d" % i for i in range(50000)])
         added = time.monotonic()
-        assert c.cmd("CREATE ex kind=expandable capacity=1000") == "CREATED"
+        assert c.cmd("CREATE ex kind=expandable capacity=1000 seed=0") == "CREATED"
         c.add("ex", ["e%d" % i for i in range(3000)])
         # Small: counted now, so exact at once; the age says so.
         assert info_lines(c, "small") == BEFORE["small"] + [("estimated_age_ms", "0")]

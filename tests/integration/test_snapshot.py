@@ -29,7 +29,7 @@ def keys(prefix: str, n: int, start: int = 0) -> List[str]:
 def files(d: Path, pattern: str = "*") -> List[str]:
     """The data dir's files, without the daemon's LOCK (test_datadir.py covers that) and
     its journal directory (test_journal.py covers that)."""
-    return sorted(p.name for p in d.glob(pattern) if p.name not in ("LOCK", "journal"))
+    return sorted(p.name for p in d.glob(pattern) if p.name not in ("LOCK", "SEED", "journal"))
 
 
 # ---- restart, FLUSH, periodic ----

@@ -58,7 +58,7 @@ def test_bad_snapshots_are_set_aside_and_startup_is_quick(daemon_factory, tmp_pa
         f.truncate(100 << 30)
     # A future container version (the version is read before the header checksum).
     future = bytearray(good)
-    future[8] = 4
+    future[8] = 5  # a container version this build does not read yet
     (data / "future.bloom").write_bytes(bytes(future))
     # A future sbf payload version inside a v2 file: "BLOOMSBF" u32 version 9.
     (data / "future2.bloom").write_bytes(b"BLOOMSBF" + (9).to_bytes(4, "little") + b"\0" * 60)
