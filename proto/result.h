@@ -29,6 +29,8 @@ enum result_status {
     RESULT_CLOSE,        /* QUIT: nothing to send; close once the output is written */
     RESULT_CLIENT_ERROR, /* the request cannot be done; `text` says why */
     RESULT_SERVER_ERROR, /* the server failed (memory, disk); `text` says why */
+    RESULT_DUMP,         /* DUMP: `count` bytes of data follow the line (the connection's) */
+    RESULT_RESTORED,     /* RESTORE installed the filter */
 };
 
 enum result_field_type {

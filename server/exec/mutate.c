@@ -307,6 +307,38 @@ bool mutate_drop(struct server *srv, struct proto_slice name, uint64_t *pos)
     return true;
 }
 
+int mutate_restore(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
+                   void *obj, bool replace_old, uint64_t *pos)
+{
+    struct kind_params p = {0};
+    if (ops->params != NULL)
+        ops->params(obj, &p); /* read before obj is shared */
+    struct filter *old = registry_get(srv->reg, name.ptr, name.len);
+    int rc;
+    if (old != NULL && !replace_old) {
+        offload_release(srv, &old, 1, ops, obj);
+        return SBF_EINVAL;
+    }
+    if (old != NULL) {
+        if (watch_of(srv) != NULL) /* a background copy of old must not land over this */
+            watch_of(srv)->removed(srv, old);
+        rc = replace(srv, old, obj);
+        offload_release(srv, &old, 1, NULL, NULL); /* ours may be the last reference */
+    } else {
+        rc = install(srv, name, ops, obj);
+    }
+    if (rc != SBF_OK)
+        return rc;
+    unsigned char params[PARAMS_BYTES];
+    struct journal_record rec = {.type = JOURNAL_RESTORE,
+                                 .name = {name.ptr, name.len},
+                                 .kind_tag = ops->tag,
+                                 .params = params,
+                                 .nparams = encode_params(&p, params)};
+    journal(srv, &rec, pos);
+    return SBF_OK;
+}
+
 /* ---- set operations ---- */
 
 void mutate_set_watch(struct server *srv, const struct mutate_watch *w)
@@ -618,6 +650,32 @@ static int replay_create(struct mutate_stream *st, const struct journal_record *
     return 0;
 }
 
+/*
+ * A RESTORE record whose filter's snapshot does not cover it: the snapshot forced after
+ * the RESTORE never landed, so the RESTORE was not acknowledged (see mutate.h). The filter
+ * that was there stays; with none, an empty one of the restored kind and parameters is
+ * made, so the changes journaled after the record (acknowledged, maybe) have their filter.
+ */
+static int replay_restore(struct mutate_stream *st, const struct journal_record *rec)
+{
+    struct filter *f = registry_get(st->srv->reg, rec->name.ptr, rec->name.len);
+    if (f != NULL && rec->pos <= atomic_load(&f->journal_pos)) {
+        filter_unref(f); /* its snapshot holds the restored bits (or later ones) */
+        st->fig.skipped++;
+        return 0;
+    }
+    if (f != NULL) {
+        filter_unref(f);
+        refused(rec, "its snapshot was not written before the stop (RESTORE was not "
+                     "acknowledged): the filter before it stays");
+        st->fig.unknown++;
+        return 0;
+    }
+    refused(rec, "its snapshot was not written before the stop (RESTORE was not "
+                 "acknowledged): an empty filter of its kind takes the later changes");
+    return replay_create(st, rec);
+}
+
 /* Source names of a UNION/INTERSECT record, one at a time. */
 struct record_names {
     const struct journal_record *rec;
@@ -711,6 +769,8 @@ int mutate_apply_record(struct mutate_stream *st, const struct journal_record *r
     switch (rec->type) {
     case JOURNAL_CREATE:
         return replay_create(st, rec);
+    case JOURNAL_RESTORE:
+        return replay_restore(st, rec);
     case JOURNAL_UNION:
     case JOURNAL_INTERSECT:
         return replay_setop(st, rec);

@@ -23,7 +23,8 @@ static const char *const cmd_names[STATS_NCMD] = {
     [PROTO_CMD_FLUSH] = "cmd_flush",     [PROTO_CMD_STATS] = "cmd_stats",
     [PROTO_CMD_VERSION] = "cmd_version", [PROTO_CMD_HELP] = "cmd_help",
     [PROTO_CMD_QUIT] = "cmd_quit",       [PROTO_CMD_AUTH] = "cmd_auth",
-    [PROTO_CMD_DELETE] = "cmd_delete",
+    [PROTO_CMD_DELETE] = "cmd_delete",   [PROTO_CMD_DUMP] = "cmd_dump",
+    [PROTO_CMD_RESTORE] = "cmd_restore",
 };
 
 const char *stats_cmd_name(enum proto_cmd cmd)

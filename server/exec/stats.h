@@ -13,7 +13,7 @@
 #include "lib/kind.h"
 #include "proto/request.h"
 
-#define STATS_NCMD (PROTO_CMD_DELETE + 1)
+#define STATS_NCMD (PROTO_CMD_RESTORE + 1)
 
 struct stats {
     uint64_t conn_current;      /* open client connections */

@@ -1,0 +1,497 @@
+/*
+ * dump.c - DUMP and RESTORE (see dump.h). Workload: rare requests moving whole filters,
+ * some of them gigabytes, while other clients keep their latency: the loop only copies
+ * chunks (CHUNK bytes per read job) and never decodes, encodes or touches the disk.
+ *
+ * DUMP sends the filter's snapshot file after a FLUSH of it. The reply line must give the
+ * size before the first byte, and the encoding's size changes with every add (runs of
+ * zero pages are compressed), so a live encode cannot be announced; the file, once
+ * renamed into place, never changes (a later snapshot replaces it by rename, and the open
+ * descriptor keeps the old one), so its size is exact. Two chunk buffers: one drained by
+ * the connection while the quick lane reads the next.
+ */
+#include "server/exec/dump.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/container.h"
+#include "server/core/budget.h"
+#include "server/core/clock.h"
+#include "server/core/jobs.h"
+#include "server/core/log.h"
+#include "server/core/park.h"
+#include "server/core/server.h"
+#include "server/exec/cmdlib.h"
+#include "server/exec/mutate.h"
+#include "server/exec/stats.h"
+#include "server/persist/snapshot.h"
+#include "server/store/kinds.h"
+#include "server/store/offload.h"
+#include "server/store/registry.h"
+
+#define CHUNK ((size_t)1 << 20) /* bytes of the file read per job */
+
+/* ---- DUMP ---- */
+
+struct dump {
+    struct completion_body body; /* first member: handed to the connection */
+    struct job job;              /* the one job in flight (open, then one read at a time) */
+    struct server *srv;
+    struct completion *later; /* until the reply line is given */
+    _Atomic int refs;         /* the owner's, and one while the job is in flight */
+    char name[PROTO_MAX_NAME + 1];
+    int fd;
+    uint64_t size;    /* of the file: what the reply line announced */
+    uint64_t read_at; /* bytes read by finished jobs */
+    unsigned char *cur, *next;
+    size_t cur_len, cur_pos; /* cur[cur_pos..cur_len) not yet handed out */
+    size_t next_len;         /* the job's result in next */
+    bool next_ready;         /* next holds a finished read */
+    bool reading;            /* a read job is in flight */
+    bool failed;             /* a read failed: the body cannot be completed */
+    bool closed;             /* the owner closed the body */
+    size_t tail_sent;        /* bytes of the "\r\n" after the file handed out */
+    int err;                 /* errno of the job, 0 if none */
+};
+
+static void dump_release(struct dump *d)
+{
+    if (atomic_fetch_sub(&d->refs, 1) != 1)
+        return;
+    if (d->fd >= 0)
+        close(d->fd);
+    free(d->cur);
+    free(d->next);
+    budget_release(&d->srv->budget, BUDGET_CONNECTIONS, 2 * CHUNK);
+    free(d);
+}
+
+static struct dump *dump_of_job(struct job *j)
+{
+    return (struct dump *)(void *)((char *)j - offsetof(struct dump, job));
+}
+
+static void job_free(struct job *j)
+{
+    dump_release(dump_of_job(j));
+}
+
+static void post_job(struct dump *d, void (*run)(struct job *), void (*done)(struct job *))
+{
+    atomic_fetch_add(&d->refs, 1);
+    d->job = (struct job){.run = run, .done = done, .free = job_free};
+    jobs_post(d->srv->lanes[JOBS_QUICK], &d->job);
+}
+
+/* On the quick lane: the next chunk into d->next. */
+static void read_run(struct job *j)
+{
+    struct dump *d = dump_of_job(j);
+    uint64_t left = d->size - d->read_at;
+    size_t want = left < CHUNK ? (size_t)left : CHUNK, got = 0;
+    d->err = 0;
+    while (got < want) {
+        ssize_t n = pread(d->fd, d->next + got, want - got, (off_t)(d->read_at + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            d->err = n < 0 ? errno : EIO; /* the file cannot shrink: an early end is an error */
+            break;
+        }
+        got += (size_t)n;
+    }
+    d->next_len = got;
+}
+
+static void read_done(struct job *j)
+{
+    struct dump *d = dump_of_job(j);
+    d->reading = false;
+    if (d->err != 0) {
+        log_msg(LOG_ERROR, "dump: reading %s.bloom: %s", d->name, strerror(d->err));
+        d->failed = true;
+    } else {
+        d->read_at += d->next_len;
+        d->next_ready = true;
+    }
+    if (!d->closed && d->body.wake != NULL)
+        d->body.wake(d->body.owner);
+}
+
+/* Starts the read of the next chunk if next is free and bytes are left. */
+static void kick(struct dump *d)
+{
+    if (!d->reading && !d->next_ready && !d->failed && d->read_at < d->size) {
+        d->reading = true;
+        post_job(d, read_run, read_done);
+    }
+}
+
+static long body_read(struct completion_body *b, void *buf, size_t cap)
+{
+    struct dump *d = (struct dump *)b;
+    if (d->failed)
+        return -1;
+    if (d->cur_pos == d->cur_len && d->next_ready) {
+        unsigned char *t = d->cur;
+        d->cur = d->next;
+        d->next = t;
+        d->cur_len = d->next_len;
+        d->cur_pos = 0;
+        d->next_ready = false;
+    }
+    kick(d);
+    if (d->cur_pos == d->cur_len) {
+        if (d->reading)
+            return COMPLETION_BODY_AGAIN;
+        /* Every byte of the file went out: the protocol's "\r\n" ends the block. */
+        size_t t = 2 - d->tail_sent < cap ? 2 - d->tail_sent : cap;
+        memcpy(buf, "\r\n" + d->tail_sent, t);
+        d->tail_sent += t;
+        return (long)t;
+    }
+    size_t n = d->cur_len - d->cur_pos < cap ? d->cur_len - d->cur_pos : cap;
+    memcpy(buf, d->cur + d->cur_pos, n);
+    d->cur_pos += n;
+    return (long)n;
+}
+
+static void body_close(struct completion_body *b)
+{
+    struct dump *d = (struct dump *)b;
+    d->closed = true;
+    dump_release(d);
+}
+
+/* On the quick lane: opens the file the flush made durable. */
+static void open_run(struct job *j)
+{
+    struct dump *d = dump_of_job(j);
+    char path[CONFIG_PATH_MAX + PROTO_MAX_NAME + 16];
+    snprintf(path, sizeof path, "%s/%s.bloom", d->srv->cfg.data_dir, d->name);
+    d->err = 0;
+    d->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat sb;
+    if (d->fd < 0 || fstat(d->fd, &sb) != 0) {
+        d->err = errno;
+        return;
+    }
+    d->size = (uint64_t)sb.st_size;
+}
+
+static void open_done(struct job *j)
+{
+    struct dump *d = dump_of_job(j);
+    struct completion *later = d->later;
+    d->later = NULL;
+    if (d->err != 0) {
+        char msg[300];
+        if (d->err == ENOENT)
+            snprintf(msg, sizeof msg, "dump: %s.bloom is gone (dropped meanwhile?)", d->name);
+        else
+            snprintf(msg, sizeof msg, "dump: open %s.bloom: %s", d->name, strerror(d->err));
+        completion_finish(later, RESULT_SERVER_ERROR, msg);
+        dump_release(d); /* the owner's reference: nobody took the body */
+        return;
+    }
+    struct result r;
+    result_init(&r);
+    r.status = RESULT_DUMP;
+    r.count = d->size;
+    kick(d); /* the first chunk is read while the reply line goes out */
+    completion_finish_body(later, &r, &d->body);
+    result_free(&r);
+}
+
+static void dump_flushed(void *arg, int err, const char *why)
+{
+    struct dump *d = arg;
+    if (err != 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "dump: snapshot of %s failed: %s", d->name, why);
+        completion_finish(d->later, RESULT_SERVER_ERROR, msg);
+        dump_release(d);
+        return;
+    }
+    post_job(d, open_run, open_done);
+}
+
+bool dump_execute(struct server *srv, const struct proto_request *req, struct result *res,
+                  struct completion *later)
+{
+    if (srv->snap == NULL || later == NULL || srv->lanes[JOBS_QUICK] == NULL) {
+        result_set(res, RESULT_SERVER_ERROR, "snapshots are not running");
+        return false;
+    }
+    struct filter *f = cmdlib_lookup(srv, req->name);
+    if (f == NULL) {
+        cmdlib_not_found(res, req->name);
+        return false;
+    }
+    struct dump *d = calloc(1, sizeof *d);
+    if (d != NULL) {
+        d->cur = malloc(CHUNK);
+        d->next = malloc(CHUNK);
+    }
+    if (d == NULL || d->cur == NULL || d->next == NULL) {
+        if (d != NULL) {
+            free(d->cur);
+            free(d->next);
+        }
+        free(d);
+        filter_unref(f);
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        return false;
+    }
+    budget_charge(&srv->budget, BUDGET_CONNECTIONS, 2 * CHUNK);
+    d->body.read = body_read;
+    d->body.close = body_close;
+    d->srv = srv;
+    d->later = later;
+    d->fd = -1;
+    atomic_init(&d->refs, 1);
+    memcpy(d->name, req->name.ptr, req->name.len);
+    d->name[req->name.len] = '\0';
+    int rc = snapshot_flush(srv->snap, f, dump_flushed, d);
+    filter_unref(f);
+    if (rc != 0) {
+        dump_release(d);
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+/* ---- RESTORE ---- */
+
+struct restore {
+    struct job job; /* first member: the decode, on the long lane */
+    struct server *srv;
+    struct completion *later;
+    char name[PROTO_MAX_NAME + 1];
+    size_t name_len;
+    bool replace;
+    unsigned char *data; /* the block, size bytes, counted in BUDGET_CONNECTIONS */
+    uint64_t size, have; /* bytes of it, and received so far */
+    uint64_t read;       /* the decoder's position in data */
+    char tail[2];        /* the bytes after the block: must be "\r\n" */
+    size_t tail_have;    /* of them received */
+    const struct kind_ops *ops;
+    void *obj;     /* decoded, until installed */
+    int rc;        /* the decode's sbf_err */
+    char why[160]; /* why the decode refused, for CLIENT_ERROR bad dump (...) */
+};
+
+static void restore_free(struct restore *r)
+{
+    if (r->data != NULL) {
+        free(r->data);
+        budget_release(&r->srv->budget, BUDGET_CONNECTIONS, (size_t)r->size);
+    }
+    if (r->obj != NULL)
+        r->ops->free(r->obj);
+    free(r);
+}
+
+struct restore *restore_begin(struct server *srv, struct stats *st, const struct proto_request *req,
+                              struct result *res, struct completion *later)
+{
+    st->commands++;
+    st->cmd[req->cmd]++;
+    if (mutate_check(srv, res) != 0)
+        return NULL;
+    if (later == NULL || srv->lanes[JOBS_LONG] == NULL) {
+        result_set(res, RESULT_SERVER_ERROR, "background jobs are not running");
+        return NULL;
+    }
+    if (req->data_len < CONTAINER_HEADER_BYTES) {
+        result_set(res, RESULT_CLIENT_ERROR, "bad dump (shorter than a snapshot header)");
+        return NULL;
+    }
+    if (req->data_len > srv->budget.limit) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "dump too large (%llu bytes; max_memory is %llu)",
+                 (unsigned long long)req->data_len, (unsigned long long)srv->budget.limit);
+        result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
+        return NULL;
+    }
+    struct filter *f = req->replace ? NULL : registry_get(srv->reg, req->name.ptr, req->name.len);
+    if (f != NULL) {
+        filter_unref(f);
+        result_set(res, RESULT_EXISTS, NULL);
+        return NULL;
+    }
+    size_t n = (size_t)req->data_len;
+    struct restore *r = calloc(1, sizeof *r);
+    if (r == NULL || !budget_reserve(&srv->budget, BUDGET_CONNECTIONS, n)) {
+        free(r);
+        char msg[160];
+        snprintf(msg, sizeof msg, "out of memory (a %llu-byte dump does not fit max_memory)",
+                 (unsigned long long)req->data_len);
+        result_set_copy(res, RESULT_SERVER_ERROR, msg, strlen(msg));
+        return NULL;
+    }
+    r->data = malloc(n); /* pages are touched as the block arrives */
+    if (r->data == NULL) {
+        budget_release(&srv->budget, BUDGET_CONNECTIONS, n);
+        free(r);
+        result_set(res, RESULT_SERVER_ERROR, "out of memory");
+        return NULL;
+    }
+    r->srv = srv;
+    r->later = later;
+    r->size = req->data_len;
+    r->replace = req->replace;
+    memcpy(r->name, req->name.ptr, req->name.len);
+    r->name[req->name.len] = '\0';
+    r->name_len = req->name.len;
+    return r;
+}
+
+void restore_feed(struct restore *r, const char *buf, size_t len)
+{
+    uint64_t room = r->size - r->have;
+    size_t n = room < len ? (size_t)room : len;
+    memcpy(r->data + r->have, buf, n);
+    r->have += n;
+    for (size_t i = n; i < len && r->tail_have < sizeof r->tail; i++)
+        r->tail[r->tail_have++] = buf[i];
+}
+
+void restore_abort(struct restore *r)
+{
+    restore_free(r);
+}
+
+/* The decoder's reader: the block in memory. */
+static long read_mem(void *ctx, void *buf, size_t len)
+{
+    struct restore *r = ctx;
+    uint64_t left = r->size - r->read;
+    size_t n = left < len ? (size_t)left : len;
+    memcpy(buf, r->data + r->read, n);
+    r->read += n;
+    return (long)n;
+}
+
+static const struct kind_ops *find_kind(void *ctx, uint32_t tag)
+{
+    (void)ctx;
+    return kinds_by_tag(tag);
+}
+
+/* On the long lane: decodes and checks everything before anything is installed. */
+static void decode_run(struct job *j)
+{
+    struct restore *r = (struct restore *)j;
+    struct container_header hdr;
+    r->rc = container_decode(read_mem, r, find_kind, NULL, r->srv->budget.limit,
+                             &r->srv->budget.sbf, &r->ops, &r->obj, &hdr);
+    if (r->rc == SBF_OK && r->read != r->size) {
+        r->ops->free(r->obj);
+        r->obj = NULL;
+        r->rc = SBF_ECORRUPT;
+        snprintf(r->why, sizeof r->why, "%llu bytes after the filter's end",
+                 (unsigned long long)(r->size - r->read));
+    } else if (r->rc != SBF_OK) {
+        snprintf(r->why, sizeof r->why, "%s", sbf_strerror(r->rc));
+    }
+    /* The block is not needed any more: its memory goes back before the reply. */
+    free(r->data);
+    r->data = NULL;
+    budget_release(&r->srv->budget, BUDGET_CONNECTIONS, (size_t)r->size);
+    if (r->obj != NULL && r->ops->advance != NULL) /* not published yet: no reader */
+        (void)r->ops->advance(r->obj, clock_wall_ms(), NULL, NULL);
+}
+
+static void restored(void *arg, int err, const char *why)
+{
+    if (err == 0) {
+        completion_finish(arg, RESULT_RESTORED, NULL);
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "restored in memory, but its snapshot failed: %s", why);
+    completion_finish(arg, RESULT_SERVER_ERROR, msg);
+}
+
+static void decode_done(struct job *j)
+{
+    struct restore *r = (struct restore *)j;
+    struct server *srv = r->srv;
+    struct completion *later = r->later;
+    char msg[256];
+    if (r->rc == SBF_EBUDGET || r->rc == SBF_ENOMEM || r->rc == SBF_ETOOBIG) {
+        snprintf(msg, sizeof msg, "out of memory (the restored filter does not fit max_memory)");
+        completion_finish(later, RESULT_SERVER_ERROR, msg);
+        return;
+    }
+    if (r->rc != SBF_OK) {
+        snprintf(msg, sizeof msg, "bad dump (%s)", r->why);
+        completion_finish(later, RESULT_CLIENT_ERROR, msg);
+        return;
+    }
+    struct proto_slice name = {r->name, r->name_len};
+    struct result res;
+    result_init(&res);
+    if (mutate_check(srv, &res) != 0) {
+        completion_finish(later, res.status, res.text);
+        result_free(&res);
+        return;
+    }
+    result_free(&res);
+    struct filter *f = registry_get(srv->reg, r->name, r->name_len);
+    filter_unref(f);
+    if (f != NULL && !r->replace) { /* created while the block was decoded */
+        completion_finish(later, RESULT_EXISTS, NULL);
+        return;
+    }
+    uint64_t pos = 0;
+    void *obj = r->obj;
+    r->obj = NULL; /* taken over by mutate_restore, whatever it returns */
+    int rc = mutate_restore(srv, name, r->ops, obj, r->replace, &pos);
+    if (rc != SBF_OK) {
+        completion_finish(later, rc == SBF_EINVAL ? RESULT_EXISTS : RESULT_SERVER_ERROR,
+                          rc == SBF_EINVAL ? NULL : "out of memory");
+        return;
+    }
+    log_msg(LOG_INFO, "restore: installed %s (%s)", r->name, r->ops->name);
+    /* The crash rule (mutate.h): the answer waits for the new filter's snapshot, queued now,
+     * before any other record can name it. */
+    f = registry_get(srv->reg, r->name, r->name_len);
+    if (srv->snap == NULL || f == NULL) {
+        filter_unref(f);
+        completion_finish(later, RESULT_RESTORED, NULL);
+        return;
+    }
+    if (snapshot_flush(srv->snap, f, restored, later) != 0)
+        completion_finish(later, RESULT_SERVER_ERROR,
+                          "restored in memory, but its snapshot could not be queued");
+    filter_unref(f);
+}
+
+static void decode_free(struct job *j)
+{
+    restore_free((struct restore *)j);
+}
+
+void restore_end(struct restore *r)
+{
+    if (r->tail_have != 2 || r->tail[0] != '\r' || r->tail[1] != '\n') {
+        completion_finish(r->later, RESULT_CLIENT_ERROR,
+                          "bad data chunk (the block must end with \\r\\n)");
+        restore_free(r);
+        return;
+    }
+    r->job = (struct job){.run = decode_run, .done = decode_done, .free = decode_free};
+    jobs_post(r->srv->lanes[JOBS_LONG], &r->job);
+}
