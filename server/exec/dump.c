@@ -286,8 +286,9 @@ struct restore {
     char tail[2];        /* the bytes after the block: must be "\r\n" */
     size_t tail_have;    /* of them received */
     const struct kind_ops *ops;
-    void *obj;     /* decoded, until installed */
-    int rc;        /* the decode's sbf_err */
+    void *obj;                          /* decoded, until installed */
+    int rc;                             /* the decode's sbf_err */
+    uint64_t t_begin, t_end, t_decoded; /* clock_mono_ms: line read, block in, decoded */
     char why[160]; /* why the decode refused, for CLIENT_ERROR bad dump (...) */
 };
 
@@ -349,6 +350,7 @@ struct restore *restore_begin(struct server *srv, struct stats *st, const struct
     }
     r->srv = srv;
     r->later = later;
+    r->t_begin = clock_mono_ms();
     r->size = req->data_len;
     r->replace = req->replace;
     memcpy(r->name, req->name.ptr, req->name.len);
@@ -411,6 +413,7 @@ static void decode_run(struct job *j)
     budget_release(&r->srv->budget, BUDGET_CONNECTIONS, (size_t)r->size);
     if (r->obj != NULL && r->ops->advance != NULL) /* not published yet: no reader */
         (void)r->ops->advance(r->obj, clock_wall_ms(), NULL, NULL);
+    r->t_decoded = clock_mono_ms();
 }
 
 static void restored(void *arg, int err, const char *why)
@@ -464,7 +467,11 @@ static void decode_done(struct job *j)
                           rc == SBF_EINVAL ? NULL : "out of memory");
         return;
     }
-    log_msg(LOG_INFO, "restore: installed %s (%s)", r->name, r->ops->name);
+    log_msg(LOG_INFO,
+            "restore: installed %s (%s) from %llu bytes: received in %llu ms, decoded in %llu ms",
+            r->name, r->ops->name, (unsigned long long)r->size,
+            (unsigned long long)(r->t_end - r->t_begin),
+            (unsigned long long)(r->t_decoded - r->t_end));
     /* The crash rule (mutate.h): the answer waits for the new filter's snapshot, queued now,
      * before any other record can name it. */
     f = registry_get(srv->reg, r->name, r->name_len);
@@ -492,6 +499,7 @@ void restore_end(struct restore *r)
         restore_free(r);
         return;
     }
+    r->t_end = clock_mono_ms();
     r->job = (struct job){.run = decode_run, .done = decode_done, .free = decode_free};
     jobs_post(r->srv->lanes[JOBS_LONG], &r->job);
 }

@@ -671,8 +671,10 @@ static int replay_restore(struct mutate_stream *st, const struct journal_record 
         st->fig.unknown++;
         return 0;
     }
-    refused(rec, "its snapshot was not written before the stop (RESTORE was not "
-                 "acknowledged): an empty filter of its kind takes the later changes");
+    log_msg(LOG_WARN,
+            "journal: record %llu: RESTORE of %.*s did not reach its snapshot before the stop "
+            "(it was not acknowledged): an empty filter of its kind takes the changes after it",
+            (unsigned long long)rec->pos, (int)rec->name.len, rec->name.ptr);
     return replay_create(st, rec);
 }
 

@@ -124,6 +124,7 @@ struct conn {
     struct restore *sink;      /* receives the next sink_left input bytes (RESTORE's block) */
     uint64_t sink_left;        /* bytes still owed to sink, its "\r\n" included */
     struct parked *sink_p;     /* the RESTORE's parked reply (its command is sink) */
+    struct parked *barrier;    /* a RESTORE whose block is in: nothing runs until it answers */
     bool body_ready;           /* the streaming head's body may have bytes: try a read */
     struct result res;         /* scratch result, reused by every request */
     enum conn_state state;     /* where it is between accept and close (set_state) */
@@ -335,6 +336,7 @@ static void drop_sink(struct conn *c)
     c->sink_left = 0;
     c->sink_p->done = true; /* nothing will answer it; its (empty) reply goes nowhere */
     c->sink_p = NULL;
+    c->barrier = NULL;
 }
 
 /* Before the connection stops writing: bodies are closed, and what then is done released. */
@@ -430,7 +432,9 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     struct parked *p = (struct parked *)cpl;
     struct conn *c = p->c;
     p->done = true;
-    turn_begin(c); /* a new turn: the answer may let parsing go on */
+    if (c->barrier == p)
+        c->barrier = NULL; /* the requests behind the RESTORE see its filter now */
+    turn_begin(c);         /* a new turn: the answer may let parsing go on */
     size_t before = p->reply.len;
     c->proto->format_parked(&p->reply, p->ctx, r);
     c->held += p->reply.len - before;
@@ -575,7 +579,7 @@ struct result *conn_result(struct conn *c)
 static bool has_room(const struct conn *c)
 {
     return accepting(c) && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
-           unsent(c) <= c->w->srv->cfg.max_output;
+           c->barrier == NULL && unsent(c) <= c->w->srv->cfg.max_output;
 }
 
 /* ---- fairness ---- */
@@ -788,7 +792,10 @@ static size_t feed_sink(struct conn *c, const char *buf, size_t len)
     c->sink_left -= n;
     c->turn_bytes += n / 16; /* a copy, not a parse: counted lightly against the quantum */
     if (c->sink_left == 0) {
+        /* Unlike FLUSH or DROP, whose effect is there when they park, a RESTORE installs
+         * its filter later: the requests after it wait (unread) until it answers. */
         struct restore *r = c->sink;
+        c->barrier = c->sink_p;
         c->sink = NULL;
         c->sink_p = NULL;
         restore_end(r); /* may complete the parked reply at once */
