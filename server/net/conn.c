@@ -733,10 +733,7 @@ static const struct result *restore_execute(struct conn *c, const struct proto_r
 {
     struct restore *r = restore_begin(c->w->srv, &c->w->stats, req, &c->res, &c->spare->cpl);
     if (r == NULL) {
-        if (req->data_len > CONN_SKIP_MAX)
-            finish(c);
-        else
-            conn_skip(c, (size_t)req->data_len + 2);
+        conn_skip_block(c, req->data_len);
         return &c->res;
     }
     c->sink = r;
@@ -779,6 +776,14 @@ void conn_finish(struct conn *c)
 void conn_skip(struct conn *c, size_t n)
 {
     c->skip += n;
+}
+
+void conn_skip_block(struct conn *c, uint64_t n)
+{
+    if (n > CONN_SKIP_MAX)
+        finish(c);
+    else
+        conn_skip(c, (size_t)n + 2);
 }
 
 /*

@@ -124,8 +124,23 @@ def test_flipped_byte_is_refused(daemon_factory, where):
         cb.send(b"RESTORE g %d\r\n" % len(good) + good + b"XY")
         assert cb.line().startswith("CLIENT_ERROR bad data chunk")
         assert cb.names() == []
-        assert cb.cmd("RESTORE g notanumber").startswith("CLIENT_ERROR")
-        assert cb.cmd("RESTORE g 10 sideways").startswith("CLIENT_ERROR")
+    # A RESTORE line that does not parse: its block's length is unknown, so nothing after
+    # it can be read as requests: the server answers and closes.
+    for bad in ("RESTORE g notanumber", "RESTORE g 10 sideways", "RESTORE g"):
+        with b.client() as cb:
+            cb.send(bad + "\r\n0123456789\r\nCHECK f k1\r\n")
+            assert cb.line().startswith("CLIENT_ERROR"), bad
+            assert cb.read_until_closed() == b"", bad
+
+
+def test_unauthenticated_restore_block_is_skipped(daemon_factory, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret-token-for-restore\n")
+    d = daemon_factory(args=["--auth-token-file", str(token)])
+    with d.client() as c:
+        c.send(b"RESTORE g 14\r\nADD f k1 k2 k3\r\n\r\nVERSION\r\n")
+        assert c.line() == "CLIENT_ERROR authentication required"
+        assert c.line().startswith("VERSION ")  # the block was not taken for requests
 
 
 def test_dumped_file_loads_from_a_data_dir(daemon_factory, tmp_path):
