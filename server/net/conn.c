@@ -104,6 +104,7 @@ struct parked {
     struct proto_buf reply;          /* its formatted reply, once done */
     struct proto_buf after;          /* replies of later requests, held until it is answered */
     struct completion_body *body;    /* bytes that follow the reply (DUMP), until all are out */
+    bool body_ready;                 /* body may have bytes: try a read (else wait for wake) */
     bool reply_out;                  /* reply moved to the output; body or after still wait */
 };
 
@@ -125,7 +126,6 @@ struct conn {
     uint64_t sink_left;        /* bytes still owed to sink, its "\r\n" included */
     struct parked *sink_p;     /* the RESTORE's parked reply (its command is sink) */
     struct parked *barrier;    /* a RESTORE whose block is in: nothing runs until it answers */
-    bool body_ready;           /* the streaming head's body may have bytes: try a read */
     struct result res;         /* scratch result, reused by every request */
     enum conn_state state;     /* where it is between accept and close (set_state) */
     unsigned watching;         /* WATCH(CONN_IO_READ) | WATCH(CONN_IO_WRITE): io is watched */
@@ -291,7 +291,7 @@ static void release_parked(struct conn *c)
 static long stream_body(struct conn *c)
 {
     struct parked *p = c->parked;
-    if (p == NULL || !p->done || p->body == NULL || !c->body_ready)
+    if (p == NULL || !p->done || p->body == NULL || !p->body_ready)
         return 0;
     long added = 0;
     while (c->out.len - c->out_sent < CONN_BODY_CHUNK && !c->out.failed) {
@@ -307,7 +307,7 @@ static long stream_body(struct conn *c)
         }
         long n = p->body->read(p->body, c->out.data + c->out.len, c->out.cap - c->out.len);
         if (n == COMPLETION_BODY_AGAIN) {
-            c->body_ready = false; /* its wake() says when to try again */
+            p->body_ready = false; /* its wake() says when to try again */
             break;
         }
         if (n < 0) {
@@ -453,8 +453,9 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
 /* A data block (DUMP) has bytes again: pump at the end of this pass. */
 static void body_wake(void *owner)
 {
-    struct conn *c = owner;
-    c->body_ready = true;
+    struct parked *p = owner;
+    struct conn *c = p->c;
+    p->body_ready = true;
     if (c->ev_pump == NULL)
         c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
     if (c->ev_pump != NULL) {
@@ -474,9 +475,9 @@ static void on_parked_done_body(struct completion *cpl, const struct result *r,
         body->close(body); /* nobody is there to read it */
     } else {
         body->wake = body_wake;
-        body->owner = c;
+        body->owner = p;
         p->body = body;
-        c->body_ready = true;
+        p->body_ready = true;
     }
     on_parked_done(cpl, r);
 }
@@ -1012,7 +1013,8 @@ static void pump(struct conn *c)
         set_event(c, CONN_IO_READ, false, 0);
     }
     bool streaming = c->parked != NULL && c->parked->done && c->parked->body != NULL;
-    bool want_write = (c->out.len > c->out_sent || (streaming && c->body_ready)) && !lingering;
+    bool want_write =
+        (c->out.len > c->out_sent || (streaming && c->parked->body_ready)) && !lingering;
     bool want_read = lingering || (c->state == CONN_OPEN && has_room(c) && !backlog);
     unsigned idle = cfg->idle_timeout;
     /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */

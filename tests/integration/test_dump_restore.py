@@ -250,6 +250,30 @@ def test_client_leaving_mid_block_or_mid_dump(daemon_factory):
         assert ca.line() == "1"
 
 
+def test_pipelined_dumps_and_restores(daemon_factory):
+    """Several multi-chunk DUMPs and RESTOREs in one write: every block whole, in order."""
+    a = daemon_factory()
+    with a.client(timeout=60) as ca:
+        assert ca.cmd("CREATE f capacity=3000000") == "CREATED"  # ~3.6 MB: several chunks
+        ca.add("f", ["k%d" % i for i in range(300000)], chunk=5000)
+        assert ca.cmd("CREATE e capacity=1000 kind=expandable") == "CREATED"
+        ca.add("e", ["k%d" % i for i in range(5000)])
+        data, small = dump(ca, "f"), dump(ca, "e")
+        assert len(data) > 3 << 20
+        ca.send(b"DUMP f\r\nDUMP e\r\nDUMP f\r\nRESTORE g %d\r\n" % len(data) + data
+                + b"\r\nCHECK g k5\r\nDUMP g\r\nRESTORE h %d\r\n" % len(small) + small
+                + b"\r\nCHECK h k6\r\n")
+        for want in (data, small, data):
+            assert ca.line() == "DUMP %d" % len(want)
+            assert read_exact(ca, len(want) + 2) == want + b"\r\n"
+        assert ca.line() == "RESTORED"
+        assert ca.line() == "1"
+        assert ca.line() == "DUMP %d" % len(data)
+        assert read_exact(ca, len(data) + 2)[32:] == data[32:] + b"\r\n"
+        assert ca.line() == "RESTORED"
+        assert ca.line() == "1"
+
+
 def test_block_split_anywhere(daemon_factory):
     """The line and the block in pieces of every small size, each its own read."""
     a = daemon_factory()
