@@ -85,10 +85,11 @@ static void job_free(struct job *j)
     dump_release(dump_of_job(j));
 }
 
-static void post_job(struct dump *d, void (*run)(struct job *), void (*done)(struct job *))
+static void post_job(struct dump *d, void (*run)(struct job *), void (*done)(struct job *),
+                     void (*free_fn)(struct job *))
 {
     atomic_fetch_add(&d->refs, 1);
-    d->job = (struct job){.run = run, .done = done, .free = job_free};
+    d->job = (struct job){.run = run, .done = done, .free = free_fn};
     jobs_post(d->srv->lanes[JOBS_QUICK], &d->job);
 }
 
@@ -132,7 +133,7 @@ static void kick(struct dump *d)
 {
     if (!d->reading && !d->next_ready && !d->failed && d->read_at < d->size) {
         d->reading = true;
-        post_job(d, read_run, read_done);
+        post_job(d, read_run, read_done, job_free);
     }
 }
 
@@ -188,6 +189,15 @@ static void open_run(struct job *j)
     d->size = (uint64_t)sb.st_size;
 }
 
+/* The open job's end: the owner's reference too when open_done was skipped (stopping). */
+static void open_free(struct job *j)
+{
+    struct dump *d = dump_of_job(j);
+    if (d->later != NULL)
+        dump_release(d);
+    dump_release(d);
+}
+
 static void open_done(struct job *j)
 {
     struct dump *d = dump_of_job(j);
@@ -212,6 +222,12 @@ static void open_done(struct job *j)
     result_free(&r);
 }
 
+/* The server stopped before the flush answered: nobody takes the body. */
+static void dump_dropped(void *arg)
+{
+    dump_release(arg);
+}
+
 static void dump_flushed(void *arg, int err, const char *why)
 {
     struct dump *d = arg;
@@ -222,7 +238,7 @@ static void dump_flushed(void *arg, int err, const char *why)
         dump_release(d);
         return;
     }
-    post_job(d, open_run, open_done);
+    post_job(d, open_run, open_done, open_free);
 }
 
 bool dump_execute(struct server *srv, const struct proto_request *req, struct result *res,
@@ -261,7 +277,7 @@ bool dump_execute(struct server *srv, const struct proto_request *req, struct re
     atomic_init(&d->refs, 1);
     memcpy(d->name, req->name.ptr, req->name.len);
     d->name[req->name.len] = '\0';
-    int rc = snapshot_flush(srv->snap, f, dump_flushed, d);
+    int rc = snapshot_flush_owned(srv->snap, f, dump_flushed, dump_dropped, d);
     filter_unref(f);
     if (rc != 0) {
         dump_release(d);
