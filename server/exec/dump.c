@@ -432,15 +432,57 @@ static void decode_run(struct job *j)
     r->t_decoded = clock_mono_ms();
 }
 
+/* Writes of the name tried before RESTORED is given up on (each covers the record). */
+#define RESTORE_FLUSH_TRIES 4
+
+/* A RESTORE waiting for a snapshot of its name that covers its record. */
+struct restore_wait {
+    struct server *srv;
+    struct completion *later;
+    uint64_t pos; /* the RESTORE record's */
+    int tries;
+    size_t name_len;
+    char name[PROTO_MAX_NAME + 1];
+};
+
+static void wait_drop(void *arg)
+{
+    free(arg);
+}
+
+/*
+ * A flush of the name finished. The write is skipped when the object was swapped out
+ * meanwhile (a CLEAR or INTERSECT of it while the snapshot held it): then the filter now
+ * under the name is written, whose file also covers the record; a name dropped
+ * meanwhile needs nothing (the DROP is journaled after the record).
+ */
 static void restored(void *arg, int err, const char *why)
 {
-    if (err == 0) {
-        completion_finish(arg, RESULT_RESTORED, NULL);
+    struct restore_wait *w = arg;
+    if (err != 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "restored in memory, but its snapshot failed: %s", why);
+        completion_finish(w->later, RESULT_SERVER_ERROR, msg);
+        free(w);
         return;
     }
-    char msg[512];
-    snprintf(msg, sizeof msg, "restored in memory, but its snapshot failed: %s", why);
-    completion_finish(arg, RESULT_SERVER_ERROR, msg);
+    struct server *srv = w->srv;
+    struct filter *f = registry_get(srv->reg, w->name, w->name_len);
+    bool again = f != NULL && atomic_load(&f->journal_pos) < w->pos && srv->snap != NULL;
+    if (again && ++w->tries > RESTORE_FLUSH_TRIES) {
+        completion_finish(w->later, RESULT_SERVER_ERROR,
+                          "restored in memory, but the filter kept changing before its "
+                          "snapshot; it is written at the next one");
+        free(w);
+    } else if (again && snapshot_flush_owned(srv->snap, f, restored, wait_drop, w) == 0) {
+        /* answered when that write is done */
+    } else {
+        completion_finish(w->later, again ? RESULT_SERVER_ERROR : RESULT_RESTORED,
+                          again ? "restored in memory, but its snapshot could not be queued"
+                                : NULL);
+        free(w);
+    }
+    filter_unref(f);
 }
 
 static void decode_done(struct job *j)
@@ -496,9 +538,16 @@ static void decode_done(struct job *j)
         completion_finish(later, RESULT_RESTORED, NULL);
         return;
     }
-    if (snapshot_flush(srv->snap, f, restored, later) != 0)
+    struct restore_wait *w = calloc(1, sizeof *w);
+    if (w != NULL) {
+        *w = (struct restore_wait){.srv = srv, .later = later, .pos = pos, .name_len = r->name_len};
+        memcpy(w->name, r->name, r->name_len + 1);
+    }
+    if (w == NULL || snapshot_flush_owned(srv->snap, f, restored, wait_drop, w) != 0) {
+        free(w);
         completion_finish(later, RESULT_SERVER_ERROR,
                           "restored in memory, but its snapshot could not be queued");
+    }
     filter_unref(f);
 }
 
