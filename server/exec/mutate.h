@@ -102,9 +102,11 @@ void mutate_rotate(struct server *srv, struct filter *f, int64_t now_ms, uint64_
  * parameters, not the bits, which may be gigabytes.
  *
  * The crash rule, which the caller keeps: the new filter is dirty, and the RESTORE is
- * acknowledged only once a snapshot of it, queued right after this call (before any other
- * record can name it), is durable; that file covers the record (its journal position is
- * at or after it). Replay of a RESTORE record:
+ * acknowledged only once a snapshot of its name that covers the record (its journal
+ * position is at or after it) is durable: the one queued right after this call, before
+ * any other record can name it, or, when that write is skipped because the object was
+ * swapped out first (CLEAR, INTERSECT), one of the filter then under the name. Replay of a
+ * RESTORE record:
  *   - the filter's snapshot covers it: skipped, the file holds the restored bits;
  *   - it does not (kill -9 before the snapshot landed; the RESTORE was never
  *     acknowledged): the filter that was there before stays, or, with none, an empty one of
