@@ -42,9 +42,20 @@
 
 /* ---- DUMP ---- */
 
+struct dump;
+
+/* A job of a dump. A job struct is never posted again from its own done step (jobs.c
+ * frees it after that step), so the reads alternate between two. */
+struct dump_job {
+    struct job job; /* first member */
+    struct dump *d;
+};
+
 struct dump {
     struct completion_body body; /* first member: handed to the connection */
-    struct job job;              /* the one job in flight (open, then one read at a time) */
+    struct dump_job open;        /* opens the file */
+    struct dump_job reads[2];    /* one read in flight at a time, alternating */
+    unsigned next_read;          /* the reads[] entry the next read uses */
     struct server *srv;
     struct completion *later; /* until the reply line is given */
     _Atomic int refs;         /* the owner's, and one while the job is in flight */
@@ -77,7 +88,7 @@ static void dump_release(struct dump *d)
 
 static struct dump *dump_of_job(struct job *j)
 {
-    return (struct dump *)(void *)((char *)j - offsetof(struct dump, job));
+    return ((struct dump_job *)j)->d;
 }
 
 static void job_free(struct job *j)
@@ -85,12 +96,12 @@ static void job_free(struct job *j)
     dump_release(dump_of_job(j));
 }
 
-static void post_job(struct dump *d, void (*run)(struct job *), void (*done)(struct job *),
-                     void (*free_fn)(struct job *))
+static void post_job(struct dump *d, struct dump_job *dj, void (*run)(struct job *),
+                     void (*done)(struct job *), void (*free_fn)(struct job *))
 {
     atomic_fetch_add(&d->refs, 1);
-    d->job = (struct job){.run = run, .done = done, .free = free_fn};
-    jobs_post(d->srv->lanes[JOBS_QUICK], &d->job);
+    *dj = (struct dump_job){.job = {.run = run, .done = done, .free = free_fn}, .d = d};
+    jobs_post(d->srv->lanes[JOBS_QUICK], &dj->job);
 }
 
 /* On the quick lane: the next chunk into d->next. */
@@ -133,7 +144,9 @@ static void kick(struct dump *d)
 {
     if (!d->reading && !d->next_ready && !d->failed && d->read_at < d->size) {
         d->reading = true;
-        post_job(d, read_run, read_done, job_free);
+        struct dump_job *dj = &d->reads[d->next_read];
+        d->next_read ^= 1u;
+        post_job(d, dj, read_run, read_done, job_free);
     }
 }
 
@@ -238,7 +251,7 @@ static void dump_flushed(void *arg, int err, const char *why)
         dump_release(d);
         return;
     }
-    post_job(d, open_run, open_done, open_free);
+    post_job(d, &d->open, open_run, open_done, open_free);
 }
 
 bool dump_execute(struct server *srv, const struct proto_request *req, struct result *res,
