@@ -302,6 +302,8 @@ bool dump_execute(struct server *srv, const struct proto_request *req, struct re
 
 /* ---- RESTORE ---- */
 
+#define RESTORE_FREE_INLINE ((uint64_t)16 << 20) /* larger blocks are freed on the long lane */
+
 struct restore {
     struct job job; /* first member: the decode, on the long lane */
     struct server *srv;
@@ -398,8 +400,21 @@ void restore_feed(struct restore *r, const char *buf, size_t len)
         r->tail[r->tail_have++] = buf[i];
 }
 
+static void noop_run(struct job *j)
+{
+    (void)j;
+}
+
+static void decode_free(struct job *j);
+
 void restore_abort(struct restore *r)
 {
+    /* Freeing gigabytes of touched pages takes the loop long: the long lane does it. */
+    if (r->size >= RESTORE_FREE_INLINE && r->srv->lanes[JOBS_LONG] != NULL) {
+        r->job = (struct job){.run = noop_run, .free = decode_free};
+        jobs_post(r->srv->lanes[JOBS_LONG], &r->job);
+        return;
+    }
     restore_free(r);
 }
 
@@ -525,7 +540,9 @@ static void decode_done(struct job *j)
     result_free(&res);
     struct filter *f = registry_get(srv->reg, r->name, r->name_len);
     filter_unref(f);
-    if (f != NULL && !r->replace) { /* created while the block was decoded */
+    if (f != NULL && !r->replace) {                    /* created while the block was decoded */
+        offload_release(srv, NULL, 0, r->ops, r->obj); /* maybe gigabytes: not on the loop */
+        r->obj = NULL;
         completion_finish(later, RESULT_EXISTS, NULL);
         return;
     }

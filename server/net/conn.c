@@ -339,6 +339,19 @@ static void drop_sink(struct conn *c)
     c->barrier = NULL;
 }
 
+/* The input ended inside a RESTORE's block: it fails (the client may still read). */
+static void end_sink(struct conn *c)
+{
+    if (c->sink == NULL)
+        return;
+    struct parked *p = c->sink_p;
+    restore_abort(c->sink);
+    c->sink = NULL;
+    c->sink_left = 0;
+    c->sink_p = NULL;
+    completion_finish(&p->cpl, RESULT_CLIENT_ERROR, "the input ended inside a data block");
+}
+
 /* Before the connection stops writing: bodies are closed, and what then is done released. */
 static void abandon_output(struct conn *c)
 {
@@ -1017,8 +1030,9 @@ static void pump(struct conn *c)
         (c->out.len > c->out_sent || (streaming && c->parked->body_ready)) && !lingering;
     bool want_read = lingering || (c->state == CONN_OPEN && has_room(c) && !backlog);
     unsigned idle = cfg->idle_timeout;
-    /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
-    unsigned read_timeout = lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
+    /* A client waiting for a parked answer is not idle: no read timeout meanwhile (but one
+     * sending a RESTORE block is only waited for while it sends). */
+    unsigned read_timeout = lingering ? CONN_CLOSE_SECONDS : waiting && c->sink == NULL ? 0 : idle;
     set_event(c, CONN_IO_WRITE, want_write, accepting(c) ? idle : CONN_CLOSE_SECONDS);
     set_event(c, CONN_IO_READ, want_read, read_timeout);
     set_backlog(c, backlog);
@@ -1078,6 +1092,7 @@ static void read_turn(struct conn *c, bool timed_out)
     if (n == 0) {
         /* The peer finished sending: answer what it sent (pump), then close. */
         set_state(c, CONN_DRAINING);
+        end_sink(c);
         pump(c);
         return;
     }
