@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -303,10 +304,28 @@ bool dump_execute(struct server *srv, const struct proto_request *req, struct re
 /* ---- RESTORE ---- */
 
 #define RESTORE_FREE_INLINE ((uint64_t)16 << 20) /* larger blocks are freed on the long lane */
+#define RESTORE_FAULT_STEP ((size_t)32 << 20)    /* block bytes faulted in per quick-lane job */
+
+struct restore;
+
+/* A job faulting in the next step of a block; two alternate (see struct dump_job). */
+struct fault_job {
+    struct job job; /* first member */
+    struct restore *r;
+};
 
 struct restore {
     struct job job; /* first member: the decode, on the long lane */
     struct server *srv;
+    _Atomic int refs; /* the owner's (the connection, then the decode), and a fault job's */
+    struct fault_job faults[2];
+    unsigned next_fault;       /* the faults[] entry the next job uses */
+    bool faulting;             /* a fault job is in flight */
+    bool aborted;              /* the client left: nobody feeds or waits */
+    uint64_t ready;            /* block bytes faulted in (loop thread, from the jobs' done) */
+    uint64_t fault_at;         /* where the job in flight starts */
+    void (*wake)(void *owner); /* more of the block can be fed now */
+    void *owner;
     struct completion *later;
     char name[PROTO_MAX_NAME + 1];
     size_t name_len;
@@ -323,15 +342,82 @@ struct restore {
     char why[160]; /* why the decode refused, for CLIENT_ERROR bad dump (...) */
 };
 
+/* Frees the block's memory and gives its bytes back to the budget (any thread). */
+static void free_block(struct restore *r)
+{
+    if (r->data == NULL)
+        return;
+    munmap(r->data, (size_t)r->size);
+    r->data = NULL;
+    budget_release(&r->srv->budget, BUDGET_CONNECTIONS, (size_t)r->size);
+}
+
 static void restore_free(struct restore *r)
 {
-    if (r->data != NULL) {
-        free(r->data);
-        budget_release(&r->srv->budget, BUDGET_CONNECTIONS, (size_t)r->size);
-    }
+    if (atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    free_block(r);
     if (r->obj != NULL)
         r->ops->free(r->obj);
     free(r);
+}
+
+/* On the quick lane: the next step of the block, one write per page. */
+static void fault_run(struct job *j)
+{
+    struct restore *r = ((struct fault_job *)j)->r;
+    uint64_t end =
+        r->fault_at + RESTORE_FAULT_STEP < r->size ? r->fault_at + RESTORE_FAULT_STEP : r->size;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t step = page > 0 ? (size_t)page : 4096;
+    for (uint64_t at = r->fault_at; at < end; at += step)
+        ((volatile unsigned char *)r->data)[at] = 0;
+}
+
+static void fault_more(struct restore *r);
+
+static void fault_done(struct job *j)
+{
+    struct restore *r = ((struct fault_job *)j)->r;
+    r->faulting = false;
+    uint64_t end = r->fault_at + RESTORE_FAULT_STEP;
+    r->ready = end < r->size ? end : r->size;
+    if (r->aborted)
+        return;
+    fault_more(r);
+    if (r->wake != NULL)
+        r->wake(r->owner);
+}
+
+static void noop_run(struct job *j);
+static void decode_free(struct job *j);
+
+static void fault_free(struct job *j)
+{
+    struct restore *r = ((struct fault_job *)j)->r;
+    /* The last reference of a block the client left: unmapped on the long lane, not here. */
+    if (r->aborted && atomic_load(&r->refs) == 1 && r->size >= RESTORE_FREE_INLINE &&
+        r->srv->lanes[JOBS_LONG] != NULL) {
+        r->job = (struct job){.run = noop_run, .free = decode_free};
+        jobs_post(r->srv->lanes[JOBS_LONG], &r->job);
+        return;
+    }
+    restore_free(r);
+}
+
+/* Starts faulting the next step in unless one is in flight or the block is ready. */
+static void fault_more(struct restore *r)
+{
+    if (r->faulting || r->ready >= r->size || r->aborted)
+        return;
+    struct fault_job *fj = &r->faults[r->next_fault];
+    r->next_fault ^= 1u;
+    r->faulting = true;
+    r->fault_at = r->ready;
+    atomic_fetch_add(&r->refs, 1);
+    *fj = (struct fault_job){.job = {.run = fault_run, .done = fault_done, .free = fault_free},
+                             .r = r};
+    jobs_post(r->srv->lanes[JOBS_QUICK], &fj->job);
 }
 
 struct restore *restore_begin(struct server *srv, struct stats *st, const struct proto_request *req,
@@ -372,14 +458,18 @@ struct restore *restore_begin(struct server *srv, struct stats *st, const struct
         result_set_copy(res, RESULT_SERVER_ERROR, msg, strlen(msg));
         return NULL;
     }
-    r->data = malloc(n); /* pages are touched as the block arrives */
-    if (r->data == NULL) {
+    /* Its own mapping: touched ahead of the data on the quick lane, unmapped at once. */
+    r->data =
+        mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r->data == MAP_FAILED) {
+        r->data = NULL;
         budget_release(&srv->budget, BUDGET_CONNECTIONS, n);
         free(r);
         result_set(res, RESULT_SERVER_ERROR, "out of memory");
         return NULL;
     }
     r->srv = srv;
+    atomic_init(&r->refs, 1);
     r->later = later;
     r->t_begin = clock_mono_ms();
     r->size = req->data_len;
@@ -387,17 +477,31 @@ struct restore *restore_begin(struct server *srv, struct stats *st, const struct
     memcpy(r->name, req->name.ptr, req->name.len);
     r->name[req->name.len] = '\0';
     r->name_len = req->name.len;
+    if (srv->lanes[JOBS_QUICK] != NULL && n > RESTORE_FAULT_STEP)
+        fault_more(r);
+    else
+        r->ready = r->size; /* small: faulted on the loop as it comes */
     return r;
 }
 
-void restore_feed(struct restore *r, const char *buf, size_t len)
+void restore_set_wake(struct restore *r, void (*wake)(void *owner), void *owner)
 {
-    uint64_t room = r->size - r->have;
+    r->wake = wake;
+    r->owner = owner;
+}
+
+size_t restore_feed(struct restore *r, const char *buf, size_t len)
+{
+    uint64_t room = r->ready - r->have;
     size_t n = room < len ? (size_t)room : len;
     memcpy(r->data + r->have, buf, n);
     r->have += n;
-    for (size_t i = n; i < len && r->tail_have < sizeof r->tail; i++)
+    if (r->have < r->size)
+        return n; /* the rest waits for the fault jobs */
+    size_t t = 0;
+    for (size_t i = n; i < len && r->tail_have < sizeof r->tail; i++, t++)
         r->tail[r->tail_have++] = buf[i];
+    return n + t;
 }
 
 static void noop_run(struct job *j)
@@ -405,10 +509,9 @@ static void noop_run(struct job *j)
     (void)j;
 }
 
-static void decode_free(struct job *j);
-
 void restore_abort(struct restore *r)
 {
+    r->aborted = true; /* a fault job in flight keeps r until its free */
     /* Freeing gigabytes of touched pages takes the loop long: the long lane does it. */
     if (r->size >= RESTORE_FREE_INLINE && r->srv->lanes[JOBS_LONG] != NULL) {
         r->job = (struct job){.run = noop_run, .free = decode_free};
@@ -452,9 +555,7 @@ static void decode_run(struct job *j)
         snprintf(r->why, sizeof r->why, "%s", sbf_strerror(r->rc));
     }
     /* The block is not needed any more: its memory goes back before the reply. */
-    free(r->data);
-    r->data = NULL;
-    budget_release(&r->srv->budget, BUDGET_CONNECTIONS, (size_t)r->size);
+    free_block(r);
     if (r->obj != NULL && r->ops->advance != NULL) /* not published yet: no reader */
         (void)r->ops->advance(r->obj, clock_wall_ms(), NULL, NULL);
     r->t_decoded = clock_mono_ms();

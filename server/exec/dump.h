@@ -43,8 +43,15 @@ struct restore;
 struct restore *restore_begin(struct server *srv, struct stats *st, const struct proto_request *req,
                               struct result *res, struct completion *later);
 
-/* The next len bytes of the block (with its trailing "\r\n"), in order. */
-void restore_feed(struct restore *r, const char *buf, size_t len);
+/*
+ * Takes the next bytes of the block (with its trailing "\r\n"), in order, at most len of
+ * them: only as far as the block's memory has been faulted in, which the quick lane does
+ * ahead of the data (first touches of fresh memory can take the loop milliseconds per
+ * page on a busy host). Returns the bytes taken; fewer than len means the rest must wait
+ * until wake(owner) is called (set by restore_set_wake before the first feed).
+ */
+size_t restore_feed(struct restore *r, const char *buf, size_t len);
+void restore_set_wake(struct restore *r, void (*wake)(void *owner), void *owner);
 
 /*
  * Every byte is there: decodes in the background and answers later (RESTORED, EXISTS,

@@ -126,6 +126,7 @@ struct conn {
     uint64_t sink_left;        /* bytes still owed to sink, its "\r\n" included */
     struct parked *sink_p;     /* the RESTORE's parked reply (its command is sink) */
     struct parked *barrier;    /* a RESTORE whose block is in: nothing runs until it answers */
+    bool sink_wait;            /* sink takes no more until its memory is ready: not reading */
     struct result res;         /* scratch result, reused by every request */
     enum conn_state state;     /* where it is between accept and close (set_state) */
     unsigned watching;         /* WATCH(CONN_IO_READ) | WATCH(CONN_IO_WRITE): io is watched */
@@ -334,6 +335,7 @@ static void drop_sink(struct conn *c)
     restore_abort(c->sink);
     c->sink = NULL;
     c->sink_left = 0;
+    c->sink_wait = false;
     c->sink_p->done = true; /* nothing will answer it; its (empty) reply goes nowhere */
     c->sink_p = NULL;
     c->barrier = NULL;
@@ -348,6 +350,7 @@ static void end_sink(struct conn *c)
     restore_abort(c->sink);
     c->sink = NULL;
     c->sink_left = 0;
+    c->sink_wait = false;
     c->sink_p = NULL;
     completion_finish(&p->cpl, RESULT_CLIENT_ERROR, "the input ended inside a data block");
 }
@@ -743,6 +746,20 @@ void conn_reply_end(struct conn *c, struct proto_buf *b, size_t mark)
  * it and the reply is parked; else its answer is now and the block is discarded as it
  * arrives, so the client's next request is read where it starts.
  */
+/* The RESTORE's block can take more input: read and feed again at the end of this pass. */
+static void sink_wake(void *owner)
+{
+    struct conn *c = owner;
+    c->sink_wait = false;
+    if (c->ev_pump == NULL)
+        c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
+    if (c->ev_pump != NULL) {
+        event_active(c->ev_pump, 0, 0);
+        return;
+    }
+    on_pump(-1, 0, c);
+}
+
 static const struct result *restore_execute(struct conn *c, const struct proto_request *req)
 {
     struct restore *r = restore_begin(c->w->srv, &c->w->stats, req, &c->res, &c->spare->cpl);
@@ -750,6 +767,7 @@ static const struct result *restore_execute(struct conn *c, const struct proto_r
         conn_skip_block(c, req->data_len);
         return &c->res;
     }
+    restore_set_wake(r, sink_wake, c);
     c->sink = r;
     c->sink_left = req->data_len + 2;
     c->sink_p = c->spare;
@@ -806,9 +824,10 @@ void conn_skip_block(struct conn *c, uint64_t n)
  */
 static size_t feed_sink(struct conn *c, const char *buf, size_t len)
 {
-    size_t n = c->sink_left < len ? (size_t)c->sink_left : len;
-    restore_feed(c->sink, buf, n);
+    size_t want = c->sink_left < len ? (size_t)c->sink_left : len;
+    size_t n = restore_feed(c->sink, buf, want);
     c->sink_left -= n;
+    c->sink_wait = n < want; /* the rest stays buffered, and reading stops, until woken */
     c->turn_bytes += n / 16; /* a copy, not a parse: counted lightly against the quantum */
     if (c->sink_left == 0) {
         /* Unlike FLUSH or DROP, whose effect is there when they park, a RESTORE installs
@@ -1028,7 +1047,8 @@ static void pump(struct conn *c)
     bool streaming = c->parked != NULL && c->parked->done && c->parked->body != NULL;
     bool want_write =
         (c->out.len > c->out_sent || (streaming && c->parked->body_ready)) && !lingering;
-    bool want_read = lingering || (c->state == CONN_OPEN && has_room(c) && !backlog);
+    bool want_read =
+        lingering || (c->state == CONN_OPEN && has_room(c) && !backlog && !c->sink_wait);
     unsigned idle = cfg->idle_timeout;
     /* A client waiting for a parked answer is not idle: no read timeout meanwhile (but one
      * sending a RESTORE block is only waited for while it sends). */
@@ -1092,7 +1112,8 @@ static void read_turn(struct conn *c, bool timed_out)
     if (n == 0) {
         /* The peer finished sending: answer what it sent (pump), then close. */
         set_state(c, CONN_DRAINING);
-        end_sink(c);
+        if (c->in_len < c->sink_left) /* what is buffered cannot finish the block */
+            end_sink(c);
         pump(c);
         return;
     }
