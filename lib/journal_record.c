@@ -81,6 +81,7 @@ static size_t payload_size(const struct journal_record *rec)
             return 0;
         return n + 4 + 16 * rec->nhashes;
     case JOURNAL_CREATE:
+    case JOURNAL_RESTORE:
         if (rec->nparams > JOURNAL_MAX_PARAMS || (rec->nparams > 0 && !rec->params))
             return 0;
         return n + 8 + rec->nparams;
@@ -142,6 +143,7 @@ long journal_record_encode(const struct journal_record *rec, uint64_t pos, void 
         p += 16 * rec->nhashes;
         break;
     case JOURNAL_CREATE:
+    case JOURNAL_RESTORE:
         le_put(p, rec->kind_tag, 4);
         le_put(p + 4, rec->nparams, 4);
         p += 8;
@@ -174,7 +176,7 @@ static bool header_ok(const unsigned char *h, size_t *plen)
     if (le_get(h + 16, 8) != XXH3_64bits(h, 16))
         return false;
     uint64_t len = le_get(h, 4);
-    if (h[4] < JOURNAL_ADD || h[4] > JOURNAL_ADD_NEW || h[5] || h[6] || h[7] ||
+    if (h[4] < JOURNAL_ADD || h[4] > JOURNAL_TYPE_LAST || h[5] || h[6] || h[7] ||
         le_get(h + 8, 8) == 0 || len == 0 || len > JOURNAL_RECORD_MAX_PAYLOAD)
         return false;
     *plen = (size_t)len;
@@ -233,6 +235,7 @@ static bool parse_payload(struct cursor *c, struct journal_scratch *scratch,
         rec->hashes = scratch->hashes;
         return true;
     case JOURNAL_CREATE:
+    case JOURNAL_RESTORE:
         if (!take(c, 8, &q))
             return false;
         rec->kind_tag = (uint32_t)le_get(q, 4);

@@ -15,6 +15,7 @@
  *   DROP      name                 CLEAR   name
  *   UNION     name (dst), u16 n (1..JOURNAL_MAX_SOURCES), n x name    INTERSECT: same
  *   ROTATE    name, i64 time (Unix ms)
+ *   RESTORE   as CREATE: the restored filter's kind tag and parameters
  * Every field is checked; a frame that decodes re-encodes to exactly its bytes.
  */
 #ifndef BLOOMD_LIB_JOURNAL_RECORD_H
@@ -50,7 +51,10 @@ enum journal_type {
     JOURNAL_DELETE = 8,    /* keys removed from an expandable filter (payload as ADD) */
     JOURNAL_ADD_NEW = 9,   /* as ADD, but every key was new to the filter when it went in
                               (CHECKADD's new keys): replay need not probe older stages */
+    JOURNAL_RESTORE = 10,  /* RESTORE installed a filter of this kind and parameters; its
+                              bits are in the snapshot forced after it (server/exec/mutate.h) */
 };
+#define JOURNAL_TYPE_LAST JOURNAL_RESTORE
 
 /* A borrowed name; never NUL-terminated. */
 struct journal_name {
@@ -65,13 +69,13 @@ struct journal_name {
  */
 struct journal_record {
     enum journal_type type;
-    uint64_t pos;                       /* its journal position; set by decode */
-    struct journal_name name;           /* the filter (the destination of UNION/INTERSECT) */
-    const struct sbf_hash *hashes;      /* ADD */
-    size_t nhashes;                     /* ADD: 1..JOURNAL_MAX_HASHES */
-    uint32_t kind_tag;                  /* CREATE: the kind's container tag */
-    const void *params;                 /* CREATE: opaque to the journal */
-    size_t nparams;                     /* CREATE: bytes at params, <= JOURNAL_MAX_PARAMS */
+    uint64_t pos;                  /* its journal position; set by decode */
+    struct journal_name name;      /* the filter (the destination of UNION/INTERSECT) */
+    const struct sbf_hash *hashes; /* ADD */
+    size_t nhashes;                /* ADD: 1..JOURNAL_MAX_HASHES */
+    uint32_t kind_tag;             /* CREATE, RESTORE: the kind's container tag */
+    const void *params;            /* CREATE, RESTORE: opaque to the journal */
+    size_t nparams;                /* CREATE, RESTORE: bytes at params, <= JOURNAL_MAX_PARAMS */
     const struct journal_name *sources; /* UNION/INTERSECT */
     size_t nsources;                    /* UNION/INTERSECT: 1..JOURNAL_MAX_SOURCES */
     int64_t time_ms;                    /* ROTATE */

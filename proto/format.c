@@ -242,6 +242,8 @@ static const char *const help_lines[] = {
     "STATS",
     "VERSION",
     "DELETE <name> <key>...   (expandable filters only)",
+    "DUMP <name>   (reply: DUMP <nbytes>, then the filter's snapshot bytes and CRLF)",
+    "RESTORE <name> <nbytes> [replace]   (then <nbytes> of a DUMP and CRLF)",
     "HELP",
     "QUIT",
     "AUTH <token>",
@@ -326,6 +328,12 @@ void proto_format_result(struct proto_buf *b, const struct result *r)
         proto_reply_word(b, r->text != NULL ? r->text : "");
         break;
     case RESULT_NONE:
+        break;
+    case RESULT_DUMP:
+        proto_reply_count(b, "DUMP", r->count);
+        break;
+    case RESULT_RESTORED:
+        proto_reply_word(b, "RESTORED");
         break;
     }
 }

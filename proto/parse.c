@@ -45,6 +45,8 @@ static const struct cmd_entry cmd_table[] = {
     CMD("QUIT", PROTO_CMD_QUIT),
     CMD("AUTH", PROTO_CMD_AUTH),
     CMD("DELETE", PROTO_CMD_DELETE),
+    CMD("DUMP", PROTO_CMD_DUMP),
+    CMD("RESTORE", PROTO_CMD_RESTORE),
     CMD("ROLE", PROTO_CMD_ROLE),
     CMD("REPLICAOF", PROTO_CMD_REPLICAOF),
     CMD("PSYNC", PROTO_CMD_PSYNC),
@@ -496,6 +498,24 @@ static int parse_two(struct proto_slice rest, struct proto_request *req)
     return PROTO_OK;
 }
 
+/* RESTORE's arguments after the name: <nbytes> [replace]. The data block is the caller's. */
+static int parse_restore(struct proto_slice rest, struct proto_request *req)
+{
+    struct proto_slice n, opt, extra;
+    if (!proto_next_arg(&rest, &n))
+        return fail_plain(req, PROTO_ERR_ARGS, "wrong number of arguments: no byte count");
+    if (proto_parse_u64(n.ptr, n.len, &req->data_len) != 0)
+        return fail(req, PROTO_ERR_NUMBER, "bad byte count", n);
+    if (proto_next_arg(&rest, &opt)) {
+        if (!slice_eq_nocase(opt, "replace"))
+            return fail(req, PROTO_ERR_OPTION, "unknown option (only replace)", opt);
+        req->replace = true;
+    }
+    if (proto_next_arg(&rest, &extra))
+        return fail(req, PROTO_ERR_ARGS, "wrong number of arguments", extra);
+    return PROTO_OK;
+}
+
 /* Parses one line without its terminator. */
 static int parse_line(const char *line, size_t n, struct proto_request *req)
 {
@@ -560,7 +580,9 @@ static int parse_line(const char *line, size_t n, struct proto_request *req)
         return parse_sources(rest, req);
     case PROTO_CMD_CREATE:
         return parse_create(rest, req);
-    default: /* INFO, DROP, CLEAR */
+    case PROTO_CMD_RESTORE:
+        return parse_restore(rest, req);
+    default: /* INFO, DROP, CLEAR, DUMP */
         if (proto_next_arg(&rest, &extra))
             return fail(req, PROTO_ERR_ARGS, "wrong number of arguments", extra);
         return PROTO_OK;
@@ -574,6 +596,8 @@ int proto_parse(const char *buf, size_t len, const struct proto_limits *lim,
     req->name.ptr = req->args.ptr = NULL;
     req->name.len = req->args.len = req->nargs = req->key_skip = 0;
     req->create.set = 0;
+    req->data_len = 0;
+    req->replace = false;
     req->why = NULL;
     req->bad.ptr = NULL;
     req->bad.len = 0;

@@ -34,7 +34,9 @@ enum proto_cmd {
     PROTO_CMD_HELP,
     PROTO_CMD_QUIT,
     PROTO_CMD_AUTH,
-    PROTO_CMD_DELETE, /* expandable filters only; last: STATS_NCMD counts up to it */
+    PROTO_CMD_DELETE,  /* expandable filters only */
+    PROTO_CMD_DUMP,    /* the filter's snapshot bytes follow the reply line */
+    PROTO_CMD_RESTORE, /* a data block of `data_len` bytes follows the line; last: STATS_NCMD */
     /* Replication, answered by the connection layer (never by the commands): */
     PROTO_CMD_ROLE,      /* ROLE */
     PROTO_CMD_REPLICAOF, /* REPLICAOF <host> <port> | REPLICAOF NO ONE: args, nargs 2 */
@@ -93,6 +95,8 @@ struct proto_request {
     size_t nargs;
     size_t key_skip;
     struct proto_create create; /* CREATE only */
+    uint64_t data_len;          /* RESTORE: bytes of the data block after the line (and "\r\n") */
+    bool replace;               /* RESTORE: "replace" was given */
     /* On an error: a specific static reason, and the offending token (len 0 if none). */
     const char *why;
     struct proto_slice bad;

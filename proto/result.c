@@ -258,6 +258,10 @@ const char *result_status_name(enum result_status st)
         return "CLIENT_ERROR";
     case RESULT_SERVER_ERROR:
         return "SERVER_ERROR";
+    case RESULT_DUMP:
+        return "DUMP";
+    case RESULT_RESTORED:
+        return "RESTORED";
     }
     return "?";
 }

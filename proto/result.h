@@ -32,6 +32,8 @@ enum result_status {
     RESULT_READONLY,     /* a change refused by a replica; `text` is its primary, host:port */
     RESULT_LINE,         /* `text` is the whole reply line (ROLE, PSYNC) */
     RESULT_NONE,         /* nothing to send (a replica's acknowledgement) */
+    RESULT_DUMP,         /* DUMP: `count` bytes of data follow the line (the connection's) */
+    RESULT_RESTORED,     /* RESTORE installed the filter */
 };
 
 enum result_field_type {

@@ -11,3 +11,14 @@ void completion_finish(struct completion *c, enum result_status st, const char *
     c->done(c, &r);
     result_free(&r);
 }
+
+void completion_finish_body(struct completion *c, const struct result *r,
+                            struct completion_body *body)
+{
+    if (c->done_body != NULL) {
+        c->done_body(c, r, body);
+        return;
+    }
+    body->close(body);
+    completion_finish(c, RESULT_SERVER_ERROR, "this listener cannot send a data block");
+}

@@ -92,6 +92,8 @@ enum stat_prom {
     STAT_CMD_ROW(X, QUIT, quit)                                                                    \
     STAT_CMD_ROW(X, AUTH, auth)                                                                    \
     STAT_CMD_ROW(X, DELETE, delete)                                                                \
+    STAT_CMD_ROW(X, DUMP, dump)                                                                    \
+    STAT_CMD_ROW(X, RESTORE, restore)                                                              \
     X(PROTOCOL_ERRORS, "protocol_errors", STAT_U64, STAT_SRC_WORKERS, NULL, STAT_PROM_COUNTER,     \
       "bloomd_protocol_errors_total", 1, NULL, "Requests that failed to parse.")                   \
     X(KEYS_ADDED, "keys_added", STAT_U64, STAT_SRC_WORKERS, "total_items", STAT_PROM_COUNTER,      \

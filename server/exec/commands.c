@@ -26,6 +26,7 @@
 #include "server/core/park.h"
 #include "server/core/server.h"
 #include "server/exec/cmdlib.h"
+#include "server/exec/dump.h"
 #include "server/exec/mutate.h"
 #include "server/exec/setop.h"
 #include "server/exec/stats.h"
@@ -744,6 +745,12 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
         break;
     case PROTO_CMD_DELETE:
         return cmd_delete(srv, req, res, later);
+    case PROTO_CMD_DUMP:
+        return dump_execute(srv, req, res, later) ? CMD_PENDING : CMD_DONE;
+    case PROTO_CMD_RESTORE:
+        /* Its data block is the connection's to read: conn.c runs it (server/exec/dump.h). */
+        result_set(res, RESULT_CLIENT_ERROR, "RESTORE needs a data block");
+        break;
     case PROTO_CMD_QUIT:
         result_set(res, RESULT_CLOSE, NULL);
         break;

@@ -167,14 +167,14 @@ static int install(struct server *srv, struct proto_slice name, const struct kin
  * Puts a new filter holding obj in place of f, for when another thread (a snapshot) may
  * be reading f. Returns SBF_OK, or SBF_ENOMEM with obj freed and f in place.
  */
-static int replace(struct server *srv, struct filter *f, void *obj)
+static int replace(struct server *srv, struct filter *f, void *obj, uint64_t seed)
 {
     struct filter *fresh = filter_new(f->name, f->name_len, f->ops, obj);
     if (fresh == NULL) {
         f->ops->free(obj);
         return SBF_ENOMEM;
     }
-    fresh->seed = f->seed;
+    fresh->seed = seed;
     registry_replace(srv->reg, f, fresh);
     filter_unref(fresh); /* the table holds it now */
     return SBF_OK;
@@ -336,7 +336,7 @@ int mutate_clear(struct server *srv, struct filter *f, uint64_t *pos)
     void *obj;
     int rc = f->ops->create_like(f->obj, &srv->budget.sbf, &obj);
     if (rc == SBF_OK)
-        rc = replace(srv, f, obj);
+        rc = replace(srv, f, obj, f->seed);
     if (rc == SBF_OK)
         journal(srv, &rec, pos);
     offload_release(srv, &f, 1, NULL, NULL); /* ours may be the last reference now */
@@ -354,6 +354,38 @@ bool mutate_drop(struct server *srv, struct proto_slice name, uint64_t *pos)
     struct journal_record rec = {.type = JOURNAL_DROP, .name = {name.ptr, name.len}};
     journal(srv, &rec, pos);
     return true;
+}
+
+int mutate_restore(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
+                   void *obj, uint64_t seed, bool replace_old, uint64_t *pos)
+{
+    struct kind_params p = {0};
+    if (ops->params != NULL)
+        ops->params(obj, &p); /* read before obj is shared */
+    struct filter *old = registry_get(srv->reg, name.ptr, name.len);
+    int rc;
+    if (old != NULL && !replace_old) {
+        offload_release(srv, &old, 1, ops, obj);
+        return SBF_EINVAL;
+    }
+    if (old != NULL) {
+        if (watch_of(srv) != NULL) /* a background copy of old must not land over this */
+            watch_of(srv)->removed(srv, old);
+        rc = replace(srv, old, obj, seed);
+        offload_release(srv, &old, 1, NULL, NULL); /* ours may be the last reference */
+    } else {
+        rc = install(srv, name, ops, obj, seed);
+    }
+    if (rc != SBF_OK)
+        return rc;
+    unsigned char params[PARAMS_BYTES];
+    struct journal_record rec = {.type = JOURNAL_RESTORE,
+                                 .name = {name.ptr, name.len},
+                                 .kind_tag = ops->tag,
+                                 .params = params,
+                                 .nparams = encode_params(&p, seed, params)};
+    journal(srv, &rec, pos);
+    return SBF_OK;
 }
 
 /* ---- set operations ---- */
@@ -559,7 +591,7 @@ int mutate_setop(struct server *srv, struct proto_slice dst_name, struct mutate_
         if (s->rc == SBF_OK)
             mutate_setop_apply(dst->ops, fresh, s);
         if (s->rc == SBF_OK)
-            s->rc = replace(srv, dst, fresh);
+            s->rc = replace(srv, dst, fresh, dst->seed);
         else if (fresh != NULL)
             dst->ops->free(fresh);
     }
@@ -587,7 +619,7 @@ int mutate_setop_swap(struct server *srv, const struct mutate_sources *s,
     if (rc != SBF_OK)
         offload_release(srv, NULL, 0, ops, fresh);
     else if (dst != NULL)
-        rc = replace(srv, dst, fresh);
+        rc = replace(srv, dst, fresh, dst->seed);
     else
         rc = install(srv, dst_name, ops, fresh, seed);
     if (rc != SBF_OK)
@@ -692,6 +724,34 @@ static int replay_create(struct mutate_stream *st, const struct journal_record *
     }
     st->fig.applied++;
     return 0;
+}
+
+/*
+ * A RESTORE record whose filter's snapshot does not cover it: the snapshot forced after
+ * the RESTORE never landed, so the RESTORE was not acknowledged (see mutate.h). The filter
+ * that was there stays; with none, an empty one of the restored kind and parameters is
+ * made, so the changes journaled after the record (acknowledged, maybe) have their filter.
+ */
+static int replay_restore(struct mutate_stream *st, const struct journal_record *rec)
+{
+    struct filter *f = registry_get(st->srv->reg, rec->name.ptr, rec->name.len);
+    if (f != NULL && rec->pos <= atomic_load(&f->journal_pos)) {
+        filter_unref(f); /* its snapshot holds the restored bits (or later ones) */
+        st->fig.skipped++;
+        return 0;
+    }
+    if (f != NULL) {
+        filter_unref(f);
+        refused(rec, "its snapshot was not written before the stop (RESTORE was not "
+                     "acknowledged): the filter before it stays");
+        st->fig.unknown++;
+        return 0;
+    }
+    log_msg(LOG_WARN,
+            "journal: record %llu: RESTORE of %.*s did not reach its snapshot before the stop "
+            "(it was not acknowledged): an empty filter of its kind takes the changes after it",
+            (unsigned long long)rec->pos, (int)rec->name.len, rec->name.ptr);
+    return replay_create(st, rec);
 }
 
 /* Source names of a UNION/INTERSECT record, one at a time. */
@@ -807,6 +867,8 @@ static int apply(struct mutate_stream *st, const struct journal_record *rec)
     switch (rec->type) {
     case JOURNAL_CREATE:
         return replay_create(st, rec);
+    case JOURNAL_RESTORE:
+        return replay_restore(st, rec);
     case JOURNAL_UNION:
     case JOURNAL_INTERSECT:
         return replay_setop(st, rec);

@@ -125,6 +125,33 @@ bool mutate_drop(struct server *srv, struct proto_slice name, uint64_t *pos);
  */
 void mutate_rotate(struct server *srv, struct filter *f, int64_t now_ms, uint64_t *pos);
 
+/*
+ * RESTORE: installs obj (of kind ops, decoded from a DUMP; taken over) under name, or,
+ * with replace_old, in place of the filter of that name. Returns SBF_OK, SBF_EINVAL (a
+ * filter by that name exists and replace_old is false: obj freed, nothing changed) or
+ * SBF_ENOMEM (obj freed, nothing changed). Journals a RESTORE record: the kind and
+ * parameters, not the bits, which may be gigabytes.
+ *
+ * The crash rule, which the caller keeps: the new filter is dirty, and the RESTORE is
+ * acknowledged only once a snapshot of its name that covers the record (its journal
+ * position is at or after it) is durable: the one queued right after this call, before
+ * any other record can name it, or, when that write is skipped because the object was
+ * swapped out first (CLEAR, INTERSECT), one of the filter then under the name. Replay of a
+ * RESTORE record:
+ *   - the filter's snapshot covers it: skipped, the file holds the restored bits;
+ *   - it does not (kill -9 before the snapshot landed; the RESTORE was never
+ *     acknowledged): the filter that was there before stays, or, with none, an empty one of
+ *     the record's kind and parameters is made. Either way the changes journaled after the
+ *     record, which other clients may have had acknowledged meanwhile, are applied to a
+ *     filter of that name and none is lost; only the unacknowledged bits are.
+ * Why not the bits in the journal: a multi-GB RESTORE would be rewritten through the
+ * journal (chunked across ~1 MiB records) and again into the snapshot; the snapshot alone
+ * is one write. A replica cannot apply this record alone: the primary must send the
+ * filter's encoding after it (as a full sync does for every filter).
+ */
+int mutate_restore(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
+                   void *obj, uint64_t seed, bool replace_old, uint64_t *pos);
+
 /* ---- set operations: the checks, the immediate path and the background swap-in ---- */
 
 /* The distinct sources of one UNION/INTERSECT, as checked. */

@@ -18,7 +18,7 @@
 #include "server/store/registry.h"
 
 /* The cmd_* rows follow enum proto_cmd, so cmd[c] is row STAT_CMD_CREATE + c. */
-_Static_assert(STAT_CMD_DELETE - STAT_CMD_CREATE == PROTO_CMD_DELETE - PROTO_CMD_CREATE &&
+_Static_assert(STAT_CMD_RESTORE - STAT_CMD_CREATE == PROTO_CMD_RESTORE - PROTO_CMD_CREATE &&
                    STAT_CMD_STATS - STAT_CMD_CREATE == PROTO_CMD_STATS - PROTO_CMD_CREATE &&
                    STAT_CMD_INFO - STAT_CMD_CREATE == PROTO_CMD_INFO - PROTO_CMD_CREATE,
                "the cmd_* rows of stat.h are in enum proto_cmd's order");

@@ -14,7 +14,7 @@
 #include "proto/result.h"
 #include "server/core/stat.h"
 
-#define STATS_NCMD (PROTO_CMD_DELETE + 1)
+#define STATS_NCMD (PROTO_CMD_RESTORE + 1)
 
 struct stats {
     uint64_t conn_current;      /* open client connections */

@@ -66,6 +66,7 @@
 #include "server/core/park.h"
 #include "server/core/server.h"
 #include "server/exec/commands.h"
+#include "server/exec/dump.h"
 #include "server/net/conn_io.h"
 #include "server/net/fair.h"
 #include "server/net/netaddr.h"
@@ -84,6 +85,8 @@
 #define CONN_QUANTUM_BYTES (64 * 1024)    /* input parsed per turn before yielding */
 #define CONN_QUANTUM_KEYS 4096            /* keys executed per turn before yielding */
 #define CONN_SHED_MIN (64 * 1024)         /* a connection holding less is never shed */
+#define CONN_BODY_CHUNK (256 * 1024)      /* a reply's data block is pulled this much at a time */
+#define CONN_BODY_PULLS 8                 /* chunks of a data block written per pump at most */
 #define CONN_SHED_REPLY "SERVER_ERROR out of memory: client buffers over max_memory, closing\r\n"
 
 /* Where a connection is with authentication; one state, not a set of flags. */
@@ -105,6 +108,9 @@ struct parked {
     unsigned char ctx[CONN_CTX_MAX]; /* the driver's context for format_parked */
     struct proto_buf reply;          /* its formatted reply, once done */
     struct proto_buf after;          /* replies of later requests, held until it is answered */
+    struct completion_body *body;    /* bytes that follow the reply (DUMP), until all are out */
+    bool body_ready;                 /* body may have bytes: try a read (else wait for wake) */
+    bool reply_out;                  /* reply moved to the output; body or after still wait */
 };
 
 struct conn {
@@ -121,6 +127,11 @@ struct conn {
     size_t held;               /* bytes in the parked requests' buffers */
     struct parked *spare;      /* the completion offered to the next command; NULL until needed */
     size_t skip;               /* input bytes to discard before parsing resumes */
+    struct restore *sink;      /* receives the next sink_left input bytes (RESTORE's block) */
+    uint64_t sink_left;        /* bytes still owed to sink, its "\r\n" included */
+    struct parked *sink_p;     /* the RESTORE's parked reply (its command is sink) */
+    struct parked *barrier;    /* a RESTORE whose block is in: nothing runs until it answers */
+    bool sink_wait;            /* sink takes no more until its memory is ready: not reading */
     struct result res;         /* scratch result, reused by every request */
     enum conn_state state;     /* where it is between accept and close (set_state) */
     unsigned watching;         /* WATCH(CONN_IO_READ) | WATCH(CONN_IO_WRITE): io is watched */
@@ -250,25 +261,122 @@ static void parked_free(struct parked *p)
 {
     if (p == NULL)
         return;
+    if (p->body != NULL)
+        p->body->close(p->body);
     proto_buf_free(&p->reply);
     proto_buf_free(&p->after);
     free(p);
 }
 
-/* Moves the answered parked requests at the head, and what they held, to the output. */
+/*
+ * Moves the answered parked requests at the head, and what they held, to the output. A
+ * reply with a data block stays at the head until stream_body() has moved all of it.
+ */
 static void release_parked(struct conn *c)
 {
     while (c->parked != NULL && c->parked->done) {
         struct parked *p = c->parked;
+        if (!p->reply_out) {
+            c->held -= p->reply.len;
+            append_buf(&c->out, &p->reply);
+            proto_buf_free(&p->reply);
+            memset(&p->reply, 0, sizeof p->reply);
+            p->reply_out = true;
+        }
+        if (p->body != NULL)
+            return; /* its data block goes out before anything held behind it */
         c->parked = p->next;
         if (c->parked == NULL)
             c->parked_tail = NULL;
         c->nparked--;
-        c->held -= p->reply.len + p->after.len;
-        append_buf(&c->out, &p->reply);
+        c->held -= p->after.len;
         append_buf(&c->out, &p->after);
         parked_free(p);
     }
+}
+
+/*
+ * Pulls the data block of the reply at the head into the output, a chunk at a time while
+ * less than a chunk is unsent (the block never sits whole in memory). Returns the bytes
+ * added, or -1 when the block failed (the client cannot be told: close it).
+ */
+static long stream_body(struct conn *c)
+{
+    struct parked *p = c->parked;
+    if (p == NULL || !p->done || p->body == NULL || !p->body_ready)
+        return 0;
+    long added = 0;
+    while (c->out.len - c->out_sent < CONN_BODY_CHUNK && !c->out.failed) {
+        size_t need = c->out.len + CONN_BODY_CHUNK;
+        if (c->out.cap < need) {
+            char *d = realloc(c->out.data, need);
+            if (d == NULL) {
+                c->out.failed = true;
+                break;
+            }
+            c->out.data = d;
+            c->out.cap = need;
+        }
+        long n = p->body->read(p->body, c->out.data + c->out.len, c->out.cap - c->out.len);
+        if (n == COMPLETION_BODY_AGAIN) {
+            p->body_ready = false; /* its wake() says when to try again */
+            break;
+        }
+        if (n < 0) {
+            log_msg(LOG_ERROR, "client %s: a reply's data block failed, closing", c->peer);
+            return -1;
+        }
+        if (n == 0) {
+            p->body->close(p->body);
+            p->body = NULL;
+            release_parked(c);
+            break;
+        }
+        c->out.len += (size_t)n;
+        added += n;
+    }
+    return added;
+}
+
+/* Ends an unfinished RESTORE data block (the client left): its request has no answer. */
+static void drop_sink(struct conn *c)
+{
+    if (c->sink == NULL)
+        return;
+    restore_abort(c->sink);
+    c->sink = NULL;
+    c->sink_left = 0;
+    c->sink_wait = false;
+    c->sink_p->done = true; /* nothing will answer it; its (empty) reply goes nowhere */
+    c->sink_p = NULL;
+    c->barrier = NULL;
+}
+
+/* The input ended inside a RESTORE's block: it fails (the client may still read). */
+static void end_sink(struct conn *c)
+{
+    if (c->sink == NULL)
+        return;
+    struct parked *p = c->sink_p;
+    restore_abort(c->sink);
+    c->sink = NULL;
+    c->sink_left = 0;
+    c->sink_wait = false;
+    c->sink_p = NULL;
+    completion_finish(&p->cpl, RESULT_CLIENT_ERROR, "the input ended inside a data block");
+}
+
+/* Before the connection stops writing: bodies are closed, and what then is done released. */
+static void abandon_output(struct conn *c)
+{
+    drop_sink(c);
+    for (struct parked *p = c->parked; p != NULL; p = p->next) {
+        if (p->body != NULL) {
+            p->body->close(p->body);
+            p->body = NULL;
+        }
+    }
+    release_parked(c);
 }
 
 static void conn_free(struct conn *c)
@@ -276,6 +384,7 @@ static void conn_free(struct conn *c)
     struct worker *w = c->w;
     if (c->feed != NULL)
         repl_feed_closed(c->feed);
+    drop_sink(c);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -312,6 +421,7 @@ static void conn_free(struct conn *c)
  */
 static void conn_close(struct conn *c)
 {
+    abandon_output(c);
     if (c->parked != NULL) {
         set_state(c, CONN_OWED);
         if (c->fair.queued)
@@ -355,7 +465,9 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     struct parked *p = (struct parked *)cpl;
     struct conn *c = p->c;
     p->done = true;
-    turn_begin(c); /* a new turn: the answer may let parsing go on */
+    if (c->barrier == p)
+        c->barrier = NULL; /* the requests behind the RESTORE see its filter now */
+    turn_begin(c);         /* a new turn: the answer may let parsing go on */
     size_t before = p->reply.len;
     c->proto->format_parked(&p->reply, p->ctx, r);
     c->held += p->reply.len - before;
@@ -371,6 +483,38 @@ static void on_parked_done(struct completion *cpl, const struct result *r)
     on_pump(-1, 0, c);
 }
 
+/* A data block (DUMP) has bytes again: pump at the end of this pass. */
+static void body_wake(void *owner)
+{
+    struct parked *p = owner;
+    struct conn *c = p->c;
+    p->body_ready = true;
+    if (c->ev_pump == NULL)
+        c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
+    if (c->ev_pump != NULL) {
+        event_active(c->ev_pump, 0, 0);
+        return;
+    }
+    on_pump(-1, 0, c);
+}
+
+/* As on_parked_done, for a reply followed by a data block. */
+static void on_parked_done_body(struct completion *cpl, const struct result *r,
+                                struct completion_body *body)
+{
+    struct parked *p = (struct parked *)cpl;
+    struct conn *c = p->c;
+    if (c->state == CONN_OWED) {
+        body->close(body); /* nobody is there to read it */
+    } else {
+        body->wake = body_wake;
+        body->owner = p;
+        p->body = body;
+        p->body_ready = true;
+    }
+    on_parked_done(cpl, r);
+}
+
 /*
  * The completion offered to a command: the connection's spare parked request, or NULL
  * if out of memory. It joins the queue only if the command parks.
@@ -382,6 +526,7 @@ static struct parked *spare(struct conn *c)
         if (c->spare == NULL)
             return NULL;
         c->spare->cpl.done = on_parked_done;
+        c->spare->cpl.done_body = on_parked_done_body;
         c->spare->c = c;
     }
     return c->spare;
@@ -470,7 +615,7 @@ static bool has_room(const struct conn *c)
     if (c->feed != NULL) /* a replica's stream: its acknowledgements are always read */
         return accepting(c);
     return accepting(c) && c->nparked < CONN_MAX_PARKED && c->auth != CONN_AUTH_FAILING &&
-           unsent(c) <= c->w->srv->cfg.max_output;
+           c->barrier == NULL && unsent(c) <= c->w->srv->cfg.max_output;
 }
 
 /* ---- fairness ---- */
@@ -534,7 +679,8 @@ void conn_spend(struct conn *c, size_t bytes, size_t keys)
 
 bool conn_can_execute(const struct conn *c)
 {
-    return has_room(c) && quantum_left(c);
+    /* Input owed to a data block (RESTORE's, or one skipped) is not requests. */
+    return c->sink == NULL && c->skip == 0 && has_room(c) && quantum_left(c);
 }
 
 bool conn_admit(const struct conn *c, enum proto_cmd cmd)
@@ -639,7 +785,7 @@ static void pump_later(struct conn *c)
         event_active(c->ev_pump, 0, 0);
 }
 
-static bool sink_write(void *conn, const void *p, size_t n)
+static bool feed_write(void *conn, const void *p, size_t n)
 {
     struct conn *c = conn;
     if (c->cut || c->state != CONN_OPEN)
@@ -651,12 +797,12 @@ static bool sink_write(void *conn, const void *p, size_t n)
     return true;
 }
 
-static size_t sink_unsent(const void *conn)
+static size_t feed_unsent(const void *conn)
 {
     return unsent(conn);
 }
 
-static void sink_close(void *conn, const char *why)
+static void feed_close(void *conn, const char *why)
 {
     struct conn *c = conn;
     log_msg(LOG_WARN, "replica %s cut off: %s", c->peer, why);
@@ -681,7 +827,7 @@ static const struct result *repl_execute(struct conn *c, const struct proto_requ
             break;
         }
         struct repl_sink sink = {
-            .conn = c, .write = sink_write, .unsent = sink_unsent, .close = sink_close};
+            .conn = c, .write = feed_write, .unsent = feed_unsent, .close = feed_close};
         c->feed = repl_psync(srv, &sink, req, &c->res);
         if (c->feed != NULL)
             log_msg(LOG_INFO, "replica %s connected", c->peer);
@@ -702,6 +848,43 @@ static const struct result *repl_execute(struct conn *c, const struct proto_requ
     return &c->res;
 }
 
+/* Larger RESTORE data blocks are not skipped but end the connection (no sane client). */
+#define CONN_SKIP_MAX ((uint64_t)1 << 50)
+
+/*
+ * RESTORE: if the command takes the data block, the next data_len + 2 input bytes go to
+ * it and the reply is parked; else its answer is now and the block is discarded as it
+ * arrives, so the client's next request is read where it starts.
+ */
+/* The RESTORE's block can take more input: read and feed again at the end of this pass. */
+static void sink_wake(void *owner)
+{
+    struct conn *c = owner;
+    c->sink_wait = false;
+    if (c->ev_pump == NULL)
+        c->ev_pump = event_new(c->w->base, -1, 0, on_pump, c);
+    if (c->ev_pump != NULL) {
+        event_active(c->ev_pump, 0, 0);
+        return;
+    }
+    on_pump(-1, 0, c);
+}
+
+static const struct result *restore_execute(struct conn *c, const struct proto_request *req)
+{
+    struct restore *r = restore_begin(c->w->srv, &c->w->stats, req, &c->res, &c->spare->cpl);
+    if (r == NULL) {
+        conn_skip_block(c, req->data_len);
+        return &c->res;
+    }
+    restore_set_wake(r, sink_wake, c);
+    c->sink = r;
+    c->sink_left = req->data_len + 2;
+    c->sink_p = c->spare;
+    park(c);
+    return NULL;
+}
+
 const struct result *conn_execute(struct conn *c, const struct proto_request *req, const void *ctx,
                                   size_t ctx_len)
 {
@@ -715,6 +898,8 @@ const struct result *conn_execute(struct conn *c, const struct proto_request *re
         memcpy(p->ctx, ctx, ctx_len < CONN_CTX_MAX ? ctx_len : CONN_CTX_MAX);
     if (req->cmd == PROTO_CMD_AUTH)
         return auth_execute(c, req);
+    if (req->cmd == PROTO_CMD_RESTORE)
+        return restore_execute(c, req);
     if (req->cmd >= PROTO_CMD_ROLE)
         return repl_execute(c, req);
     /* done() is never called before commands_execute returns, so parking after is safe. */
@@ -742,11 +927,45 @@ void conn_skip(struct conn *c, size_t n)
     c->skip += n;
 }
 
-/* Drops skipped bytes from buf[0..len), then lets the protocol serve the rest. */
+void conn_skip_block(struct conn *c, uint64_t n)
+{
+    if (n > CONN_SKIP_MAX)
+        finish(c);
+    else
+        conn_skip(c, (size_t)n + 2);
+}
+
+/*
+ * Gives RESTORE's data block what buf[0..len) holds of it; once whole, its command goes
+ * on (and answers through the parked reply). Returns the bytes taken.
+ */
+static size_t feed_sink(struct conn *c, const char *buf, size_t len)
+{
+    size_t want = c->sink_left < len ? (size_t)c->sink_left : len;
+    size_t n = restore_feed(c->sink, buf, want);
+    c->sink_left -= n;
+    c->sink_wait = n < want; /* the rest stays buffered, and reading stops, until woken */
+    c->turn_bytes += n / 16; /* a copy, not a parse: counted lightly against the quantum */
+    if (c->sink_left == 0) {
+        /* Unlike FLUSH or DROP, whose effect is there when they park, a RESTORE installs
+         * its filter later: the requests after it wait (unread) until it answers. */
+        struct restore *r = c->sink;
+        c->barrier = c->sink_p;
+        c->sink = NULL;
+        c->sink_p = NULL;
+        restore_end(r); /* may complete the parked reply at once */
+    }
+    return n;
+}
+
+/* Drops skipped bytes from buf[0..len), feeds a data block, then lets the protocol serve
+ * the rest. */
 static size_t execute_all(struct conn *c, const char *buf, size_t len)
 {
     size_t off = c->skip < len ? c->skip : len;
     c->skip -= off;
+    if (c->sink != NULL && off < len)
+        off += feed_sink(c, buf + off, len - off);
     if (off == len || !conn_can_execute(c))
         return off;
     return off + c->proto->serve(c, buf + off, len - off);
@@ -899,6 +1118,16 @@ static void pump(struct conn *c)
             conn_close(c);
             return;
         }
+        /* A reply's data block: more chunks while the socket takes them, a few per pump. */
+        for (int i = 0; !lingering && i < CONN_BODY_PULLS && c->out.len == c->out_sent; i++) {
+            long got = stream_body(c);
+            if (got < 0 || (got > 0 && flush_out(c) < 0)) {
+                conn_close(c);
+                return;
+            }
+            if (got == 0)
+                break;
+        }
         if (c->feed != NULL && unsent(c) < CONN_FEED_LOW)
             repl_feed_drained(c->feed); /* more of its stream, if any: appends to out */
         /*
@@ -934,11 +1163,15 @@ static void pump(struct conn *c)
         c->in_len = c->in_cap = 0;
         set_event(c, CONN_IO_READ, false, 0);
     }
-    bool want_write = c->out.len > c->out_sent && !lingering;
-    bool want_read = lingering || (c->state == CONN_OPEN && has_room(c) && !backlog);
+    bool streaming = c->parked != NULL && c->parked->done && c->parked->body != NULL;
+    bool want_write =
+        (c->out.len > c->out_sent || (streaming && c->parked->body_ready)) && !lingering;
+    bool want_read =
+        lingering || (c->state == CONN_OPEN && has_room(c) && !backlog && !c->sink_wait);
     unsigned idle = cfg->idle_timeout;
-    /* A client waiting for a parked answer is not idle: no read timeout meanwhile. */
-    unsigned read_timeout = lingering ? CONN_CLOSE_SECONDS : waiting ? 0 : idle;
+    /* A client waiting for a parked answer is not idle: no read timeout meanwhile (but one
+     * sending a RESTORE block is only waited for while it sends). */
+    unsigned read_timeout = lingering ? CONN_CLOSE_SECONDS : waiting && c->sink == NULL ? 0 : idle;
     set_event(c, CONN_IO_WRITE, want_write, accepting(c) ? idle : CONN_CLOSE_SECONDS);
     set_event(c, CONN_IO_READ, want_read, read_timeout);
     set_backlog(c, backlog);
@@ -998,6 +1231,8 @@ static void read_turn(struct conn *c, bool timed_out)
     if (n == 0) {
         /* The peer finished sending: answer what it sent (pump), then close. */
         set_state(c, CONN_DRAINING);
+        if (c->in_len < c->sink_left) /* what is buffered cannot finish the block */
+            end_sink(c);
         pump(c);
         return;
     }

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "proto/proto.h"
@@ -99,6 +100,12 @@ void conn_finish(struct conn *c);
 
 /* Discard the next n bytes of input before parsing resumes (an oversized data block). */
 void conn_skip(struct conn *c, size_t n);
+
+/*
+ * A refused RESTORE's data block of n bytes (and its "\r\n"): discarded as it arrives,
+ * or, past 2^50 bytes, the connection finishes (no client sends that much).
+ */
+void conn_skip_block(struct conn *c, uint64_t n);
 
 /*
  * Starts serving a client with proto on worker w over the transport io (server/net/conn_io.h;

@@ -69,6 +69,8 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
             struct proto_buf *b = conn_reply_begin(c, &mark);
             proto_reply_error(b, "CLIENT_ERROR", CONN_WHY_AUTH);
             conn_reply_end(c, b, mark);
+            if (req->cmd == PROTO_CMD_RESTORE)
+                conn_skip_block(c, req->data_len); /* its block is not requests */
             conn_spend(c, used, 0);
             off += used;
             continue;
@@ -113,6 +115,12 @@ static size_t serve_text(struct conn *c, const char *buf, size_t len)
                         (unsigned long long)lim.max_line);
                 conn_finish(c);
                 return len; /* the rest of the stream is discarded */
+            }
+            if (st != PROTO_ERR_UNKNOWN_CMD && req->cmd == PROTO_CMD_RESTORE) {
+                /* A data block of unknown length follows: nothing after it can be parsed. */
+                log_msg(LOG_INFO, "client %s: bad RESTORE line, closing", conn_peer(c));
+                conn_finish(c);
+                return len;
             }
         }
         conn_spend(c, used, st == PROTO_OK ? req->nargs : 0);

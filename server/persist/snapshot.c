@@ -89,6 +89,8 @@ struct snap_job {
     bool periodic;                 /* queued by the timer */
     bool all;                      /* SNAP_WRITE of every dirty filter */
     snapshot_done_fn done;         /* FLUSH, DROP: called on the event loop; else NULL */
+    void (*drop)(void *arg);       /* called instead of done when that is skipped; or NULL */
+    bool done_called;              /* done ran (drop must not) */
     void *arg;
     struct waiter *waiters;      /* more FLUSHes of the same filter merged into this write */
     struct filter *target;       /* FLUSH <name>: the filter; else NULL */
@@ -301,6 +303,7 @@ static void snap_run(struct job *job)
 static void snap_done(struct job *job)
 {
     struct snap_job *j = (struct snap_job *)job;
+    j->done_called = true;
     j->done(j->arg, j->err, j->why);
     for (struct waiter *w = j->waiters; w != NULL; w = w->next)
         w->done(w->arg, j->err, j->why);
@@ -309,6 +312,8 @@ static void snap_done(struct job *job)
 static void snap_free(struct job *job)
 {
     struct snap_job *j = (struct snap_job *)job;
+    if (j->drop != NULL && !j->done_called)
+        j->drop(j->arg);
     for (size_t i = 0; i < j->n; i++)
         filter_unref(j->filters[i]);
     free(j->filters);
@@ -473,13 +478,15 @@ static bool merge_flush(struct snapshotter *s, struct filter *f, snapshot_done_f
     return j != NULL;
 }
 
-int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg)
+static int flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done,
+                 void (*drop)(void *arg), void *arg)
 {
-    if (f != NULL && done != NULL && merge_flush(s, f, done, arg))
+    if (f != NULL && done != NULL && drop == NULL && merge_flush(s, f, done, arg))
         return 0;
     struct snap_job *j = write_job(s, f, done, arg);
     if (j == NULL)
         return SNAPSHOT_ENOMEM;
+    j->drop = drop;
     if (f != NULL && done != NULL) {
         j->target = f; /* j holds a reference to f */
         pthread_mutex_lock(&s->lock);
@@ -495,6 +502,17 @@ int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn don
     bool quick = f != NULL && f->ops->advance == NULL && info.bytes < SNAPSHOT_QUICK_BYTES;
     post(s, j, quick ? LANE_QUICK : LANE_LONG);
     return 0;
+}
+
+int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg)
+{
+    return flush(s, f, done, NULL, arg);
+}
+
+int snapshot_flush_owned(struct snapshotter *s, struct filter *f, snapshot_done_fn done,
+                         void (*drop)(void *arg), void *arg)
+{
+    return flush(s, f, done, drop, arg);
 }
 
 int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapshot_done_fn done,

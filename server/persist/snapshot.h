@@ -63,6 +63,14 @@ typedef void (*snapshot_done_fn)(void *arg, int err, const char *why);
 int snapshot_flush(struct snapshotter *s, struct filter *f, snapshot_done_fn done, void *arg);
 
 /*
+ * As snapshot_flush for one filter f, for an arg that must be freed: when the done step
+ * is skipped (the server is stopping), drop(arg) is called instead, on either thread.
+ * Exactly one of done and drop is called.
+ */
+int snapshot_flush_owned(struct snapshotter *s, struct filter *f, snapshot_done_fn done,
+                         void (*drop)(void *arg), void *arg);
+
+/*
  * Queues the deletion of the files of the filter named name[0..len) on the quick lane
  * (it waits for nothing but a write of the same name in progress); call after
  * registry_remove(). When done is not NULL, calls

@@ -46,6 +46,11 @@ static void empty(struct backlog *b)
     b->bytes = 0;
 }
 
+void backlog_clear(struct backlog *b)
+{
+    empty(b);
+}
+
 void backlog_free(struct backlog *b)
 {
     if (b == NULL)

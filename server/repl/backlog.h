@@ -39,6 +39,9 @@ bool backlog_has(const struct backlog *b, uint64_t offset);
 void backlog_read(const struct backlog *b, uint64_t offset, size_t max, const void **p, size_t *n,
                   uint64_t *last);
 
+/* Empties the backlog: replicas behind resync in full. */
+void backlog_clear(struct backlog *b);
+
 /* Offset of the last record appended (0: none since it was emptied). */
 uint64_t backlog_last(const struct backlog *b);
 

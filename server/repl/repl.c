@@ -569,6 +569,12 @@ static int prop_check(struct server *srv, struct result *res)
 static void prop_record(struct server *srv, const struct journal_record *rec, uint64_t offset)
 {
     struct repl *r = srv->replication;
+    if (rec->type == JOURNAL_RESTORE) {
+        /* The record names the filter, not its bits (mutate.h): replicas take the restored
+         * filter in a full sync. */
+        backlog_clear(r->backlog);
+        repl_close_feeds(r, "a RESTORE: it resyncs in full to get the restored filter");
+    }
     if (backlog_append(r->backlog, rec, offset) != 0)
         log_msg(LOG_ERROR, "replication: out of memory for the backlog: replicas resync in full");
     for (struct repl_feed *f = r->feeds; f != NULL; f = f->next) {

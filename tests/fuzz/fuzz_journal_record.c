@@ -41,7 +41,7 @@ static void check_frame(const unsigned char *buf, size_t len, long n)
     CHECK(rec.pos > 0);
     CHECK(inside(rec.name.ptr, rec.name.len, buf, buf + n));
     CHECK(journal_record_name_valid(rec.name.ptr, rec.name.len));
-    if (rec.type == JOURNAL_CREATE)
+    if (rec.type == JOURNAL_CREATE || rec.type == JOURNAL_RESTORE)
         CHECK(rec.nparams <= JOURNAL_MAX_PARAMS && inside(rec.params, rec.nparams, buf, buf + n));
     if (rec.type == JOURNAL_UNION || rec.type == JOURNAL_INTERSECT)
         for (size_t i = 0; i < rec.nsources; i++)

@@ -79,6 +79,8 @@ struct expect {
     size_t arg_len[RT_MAX_ARGS];
     size_t nargs;
     struct proto_create create;
+    uint64_t data_len; /* RESTORE */
+    bool replace;      /* RESTORE */
 };
 
 static void put_cmd(struct line *l, struct source *s, enum proto_cmd cmd)
@@ -136,7 +138,7 @@ static void put_create_options(struct line *l, struct source *s, struct expect *
 static void build(struct source *s, struct line *l, struct expect *e)
 {
     memset(e, 0, sizeof(*e));
-    e->cmd = (enum proto_cmd)(take(s) % (PROTO_CMD_DELETE + 1));
+    e->cmd = (enum proto_cmd)(take(s) % (PROTO_CMD_RESTORE + 1));
     if (take(s) & 1)
         put(l, "  ", 2);
     put_cmd(l, s, e->cmd);
@@ -167,6 +169,20 @@ static void build(struct source *s, struct line *l, struct expect *e)
     case PROTO_CMD_CREATE:
         put_create_options(l, s, e);
         break;
+    case PROTO_CMD_RESTORE: { /* <nbytes> [replace]: the block is not the parser's */
+        char num[24];
+        for (int i = 0; i < 8; i++)
+            e->data_len = e->data_len << 8 | take(s);
+        int n = snprintf(num, sizeof num, "%llu", (unsigned long long)e->data_len);
+        put_spaces(l, s);
+        put(l, num, (size_t)n);
+        if (take(s) & 1) {
+            put_spaces(l, s);
+            put(l, take(s) & 1 ? "replace" : "REPLACE", 7);
+            e->replace = true;
+        }
+        break;
+    }
     case PROTO_CMD_AUTH: /* the token runs to the line end: no trailing spaces after it */
         put_spaces(l, s);
         e->nargs = 1;
@@ -195,6 +211,8 @@ static void check_parsed(const struct line *l, const struct expect *e)
     CHECK(req.name.len == e->name_len);
     CHECK(e->name_len == 0 || memcmp(req.name.ptr, e->name, e->name_len) == 0);
     CHECK(req.nargs == e->nargs);
+    CHECK(e->cmd != PROTO_CMD_RESTORE ||
+          (req.data_len == e->data_len && req.replace == e->replace));
     if (e->cmd == PROTO_CMD_CREATE) {
         const struct proto_create *c = &req.create;
         CHECK(c->set == e->create.set);

@@ -205,6 +205,23 @@ static const struct pcase cases[] = {
     ERR("CREATE f window=1h kind=expandable\n", PROTO_ERR_OPTION, "kind=expandable"),
     ERR("CREATE f kind=blocked kind=blocked\n", PROTO_ERR_OPTION, "kind"),
 
+    OK("DUMP f\r\n", PROTO_CMD_DUMP, "f", 0, ""),
+    OK("dump f\n", PROTO_CMD_DUMP, "f", 0, ""),
+    OK("RESTORE f 10\r\n0123456789\r\n", PROTO_CMD_RESTORE, "f", 0, ""),
+    OK("restore f 0 REPLACE\n", PROTO_CMD_RESTORE, "f", 0, ""),
+    OK("RESTORE  f  18446744073709551615  replace  \r\n", PROTO_CMD_RESTORE, "f", 0, ""),
+    ERR("DUMP\n", PROTO_ERR_ARGS, NULL),
+    ERR("DUMP f g\n", PROTO_ERR_ARGS, "g"),
+    ERR("DUMP a/b\n", PROTO_ERR_NAME, "a/b"),
+    ERR("RESTORE f\n", PROTO_ERR_ARGS, NULL),
+    ERR("RESTORE\n", PROTO_ERR_ARGS, NULL),
+    ERR("RESTORE .f 3\n", PROTO_ERR_NAME, ".f"),
+    ERR("RESTORE f -3\n", PROTO_ERR_NUMBER, "-3"),
+    ERR("RESTORE f 1e3\n", PROTO_ERR_NUMBER, "1e3"),
+    ERR("RESTORE f 18446744073709551616\n", PROTO_ERR_NUMBER, "18446744073709551616"),
+    ERR("RESTORE f 3 keep\n", PROTO_ERR_OPTION, "keep"),
+    ERR("RESTORE f 3 replace now\n", PROTO_ERR_ARGS, "now"),
+
     /* The line limit counts the terminator: 8 bytes fit, 9 do not. */
     {"ADD f a\n", 0, 8, PROTO_OK, 8, PROTO_CMD_ADD, "f", 1, "a", NULL},
     {"ADD f\n", 0, 8, PROTO_ERR_ARGS, 6, PROTO_CMD_ADD, NULL, 0, NULL, NULL},
@@ -305,6 +322,51 @@ static void test_parse_table(void **state)
         check_full(&cases[i], i);
         check_prefixes(&cases[i], i);
     }
+}
+
+/*
+ * RESTORE's line gives the block's length and the replace flag; the block is not the
+ * parser's: whatever follows the line (the block, cut anywhere) is left unconsumed, and
+ * every cut of the line itself is MORE.
+ */
+static void test_parse_restore_values(void **state)
+{
+    (void)state;
+    const char *line = "RESTORE snap.1 12 replace\r\n";
+    const char *in = "RESTORE snap.1 12 replace\r\nBLOOMD\0\0ab\ncd\r\nADD f k\r\n";
+    size_t line_len = strlen(line), len = line_len + 14 + 9;
+    for (size_t k = 0; k <= len; k++) {
+        struct proto_request req;
+        size_t consumed = 99;
+        int rc = proto_parse(guard_place(in, k), k, NULL, &req, &consumed);
+        if (k < line_len) {
+            assert_int_equal(rc, PROTO_MORE);
+            assert_int_equal(consumed, 0);
+            continue;
+        }
+        assert_int_equal(rc, PROTO_OK);
+        assert_int_equal(consumed, line_len);
+        assert_int_equal(req.cmd, PROTO_CMD_RESTORE);
+        expect_slice(req.name, "snap.1");
+        assert_true(req.data_len == 12);
+        assert_true(req.replace);
+    }
+    struct proto_request req;
+    size_t consumed;
+    const char *plain = "RESTORE f 7\r\n";
+    assert_int_equal(
+        proto_parse(guard_place(plain, strlen(plain)), strlen(plain), NULL, &req, &consumed),
+        PROTO_OK);
+    assert_true(req.data_len == 7);
+    assert_false(req.replace);
+    /* A request parsed after a RESTORE does not inherit its fields. */
+    const char *add = "ADD f k\r\n";
+    assert_int_equal(proto_parse(guard_place(add, strlen(add)), strlen(add), NULL, &req, &consumed),
+                     PROTO_OK);
+    assert_true(req.data_len == 0);
+    assert_false(req.replace);
+    assert_string_equal(proto_cmd_name(PROTO_CMD_DUMP), "DUMP");
+    assert_string_equal(proto_cmd_name(PROTO_CMD_RESTORE), "RESTORE");
 }
 
 static void test_parse_create_values(void **state)
@@ -645,6 +707,18 @@ static void test_format_lines(void **state)
     struct proto_slice name = {"clicks", 6};
     proto_reply_filter(&b, name, 10, 4096, 1000000, 0.001, 0);
     expect_buf(&b, "FILTER clicks 10 4096 1000000 0.001\r\n");
+    proto_buf_reset(&b);
+    struct result r;
+    result_init(&r);
+    r.status = RESULT_DUMP;
+    r.count = 1234567890123u;
+    proto_format_result(&b, &r); /* the connection sends the data block after the line */
+    result_set(&r, RESULT_RESTORED, NULL);
+    proto_format_result(&b, &r);
+    expect_buf(&b, "DUMP 1234567890123\r\nRESTORED\r\n");
+    assert_string_equal(result_status_name(RESULT_DUMP), "DUMP");
+    assert_string_equal(result_status_name(RESULT_RESTORED), "RESTORED");
+    result_free(&r);
     proto_buf_free(&b);
     assert_null(b.data);
     proto_buf_free(&b); /* twice is harmless */
@@ -776,6 +850,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_table),
+        cmocka_unit_test(test_parse_restore_values),
         cmocka_unit_test(test_parse_create_values),
         cmocka_unit_test(test_parse_window_values),
         cmocka_unit_test(test_parse_pipeline),

@@ -62,6 +62,7 @@ static void test_simple_statuses(void **state)
         {RESULT_EXISTS, NULL, "EXISTS\r\n"},
         {RESULT_NOT_FOUND, "somename", "NOT_FOUND\r\n"},
         {RESULT_DELETED, NULL, "DELETED\r\n"},
+        {RESULT_RESTORED, NULL, "RESTORED\r\n"},
         {RESULT_VERSION, "1.2.3", "VERSION 1.2.3\r\n"},
         {RESULT_CLOSE, NULL, ""},
         {RESULT_CLIENT_ERROR, "bad thing", "CLIENT_ERROR bad thing\r\n"},

@@ -23,6 +23,7 @@
 #include "server/exec/recover.h"
 #include "server/lifecycle.h"
 #include "server/persist/durable.h"
+#include "server/persist/snapfile.h"
 #include "server/store/kinds.h"
 #include "server/store/registry.h"
 
@@ -274,6 +275,131 @@ static void test_replay_equals_live(void **state)
     server_destroy(&fx->srv);
 }
 
+/* A blocked filter object of the given capacity holding prefix0..prefix(n-1), not in a table. */
+static void *loose_filter(struct server *srv, uint64_t capacity, const char *prefix, int n)
+{
+    const struct kind_ops *ops = kinds_by_name("blocked", 7);
+    struct kind_params p = {0};
+    sbf_params_default(&p.sbf);
+    p.sbf.capacity = capacity;
+    void *obj;
+    assert_int_equal(ops->create(&p, &srv->budget.sbf, &obj), SBF_OK);
+    for (int i = 0; i < n; i++) {
+        struct sbf_hash h = key(prefix, i);
+        size_t added;
+        assert_int_equal(ops->add_batch(obj, &h, 1, &added), SBF_OK);
+    }
+    return obj;
+}
+
+/* How many of prefix0..prefix(n-1) name answers present for. */
+static int present(struct server *srv, const char *name, const char *prefix, int n)
+{
+    struct filter *f = registry_get(srv->reg, name, strlen(name));
+    assert_non_null(f);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct sbf_hash h = key(prefix, i);
+        bool bit;
+        f->ops->check_batch(f->obj, &h, 1, &bit);
+        k += bit;
+    }
+    filter_unref(f);
+    return k;
+}
+
+static uint64_t capacity_of(struct server *srv, const char *name)
+{
+    struct filter *f = registry_get(srv->reg, name, strlen(name));
+    assert_non_null(f);
+    struct kind_params p;
+    f->ops->params(f->obj, &p);
+    filter_unref(f);
+    return p.sbf.capacity;
+}
+
+/*
+ * RESTORE installs or replaces, and journals its record; then the two crash cases of
+ * mutate.h's rule: (landed) the restored filter's snapshot covers the record, so replay
+ * skips it and applies only the later adds over the file; (not landed) the filter that
+ * was there stays, or an empty one of the record's kind and parameters is made, and the
+ * later adds, which may have been acknowledged, apply to it.
+ */
+static void restore_case(struct fixture *fx, bool landed)
+{
+    const struct kind_ops *ops = kinds_by_name("blocked", 7);
+    start(fx, DURABILITY_EVERYSEC);
+    assert_int_equal(recover_load(&fx->srv), RECOVER_OK);
+    assert_int_equal(recover_journal(&fx->srv), RECOVER_OK);
+    fx->srv.phase = SERVER_READY;
+    uint64_t pos = 0;
+    create(&fx->srv, "old", "blocked", 0, &pos);
+    add(&fx->srv, "old", "o", 500, &pos);
+    /* Without replace a name that exists is refused and nothing changes. */
+    uint64_t before = pos;
+    assert_int_equal(mutate_restore(&fx->srv, sl("old"), ops, loose_filter(&fx->srv, 7000, "z", 10),
+                                    0, false, &pos),
+                     SBF_EINVAL);
+    assert_true(pos == before);
+    assert_int_equal(capacity_of(&fx->srv, "old"), 1000);
+    assert_int_equal(mutate_restore(&fx->srv, sl("old"), ops,
+                                    loose_filter(&fx->srv, 5000, "r", 800), 0, true, &pos),
+                     SBF_OK);
+    assert_true(pos > before);
+    before = pos;
+    assert_int_equal(mutate_restore(&fx->srv, sl("new"), ops,
+                                    loose_filter(&fx->srv, 6000, "n", 800), 0, false, &pos),
+                     SBF_OK);
+    assert_true(pos > before);
+    assert_int_equal(capacity_of(&fx->srv, "old"), 5000);
+    assert_int_equal(present(&fx->srv, "old", "r", 800), 800);
+    if (landed) { /* what the snapshot forced by RESTORE does */
+        const char *names[] = {"old", "new"};
+        for (int i = 0; i < 2; i++) {
+            struct filter *f = registry_get(fx->srv.reg, names[i], 3);
+            uint64_t covered = durable_last_pos(&fx->srv);
+            struct snapfile_error err;
+            assert_int_equal(snapfile_write(fx->dir, names[i], f->ops, f->obj, covered, 0, NULL,
+                                            NULL, NULL, &err),
+                             0);
+            filter_unref(f);
+        }
+    }
+    add(&fx->srv, "old", "after", 300, &pos);
+    add(&fx->srv, "new", "after", 300, &pos);
+    server_destroy(&fx->srv); /* the journal is written; no other snapshot */
+
+    start(fx, DURABILITY_EVERYSEC);
+    assert_int_equal(recover_load(&fx->srv), RECOVER_OK);
+    assert_int_equal(registry_count(fx->srv.reg), landed ? 2 : 0);
+    assert_int_equal(recover_journal(&fx->srv), RECOVER_OK);
+    assert_int_equal(registry_count(fx->srv.reg), 2);
+    assert_int_equal(present(&fx->srv, "old", "after", 300), 300);
+    assert_int_equal(present(&fx->srv, "new", "after", 300), 300);
+    if (landed) {
+        assert_int_equal(capacity_of(&fx->srv, "old"), 5000);
+        assert_int_equal(capacity_of(&fx->srv, "new"), 6000);
+        assert_int_equal(present(&fx->srv, "old", "r", 800), 800);
+        assert_int_equal(present(&fx->srv, "new", "n", 800), 800);
+    } else {
+        assert_int_equal(capacity_of(&fx->srv, "old"), 1000); /* the one before stays */
+        assert_int_equal(present(&fx->srv, "old", "o", 500), 500);
+        assert_int_equal(capacity_of(&fx->srv, "new"), 6000); /* empty, of the record's kind */
+        assert_true(present(&fx->srv, "new", "n", 800) < 40); /* false positives only */
+    }
+    server_destroy(&fx->srv);
+}
+
+static void test_restore_landed(void **state)
+{
+    restore_case(*state, true);
+}
+
+static void test_restore_not_landed(void **state)
+{
+    restore_case(*state, false);
+}
+
 /* Without a journal nor replication every change still applies, and no record is made:
  * positions stay 0. (With replication they are its offsets: tests/integration.) */
 static void test_no_journal_positions_are_zero(void **state)
@@ -307,6 +433,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_replay_equals_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_journal_positions_are_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_landed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_not_landed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

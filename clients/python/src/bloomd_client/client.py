@@ -344,6 +344,46 @@ class Client:
         line = b"FLUSH " + encode_name(name) if name is not None else b"FLUSH"
         self._expect_ok(line + b"\r\n", b"OK")
 
+    def dump(self, name: str) -> bytes:
+        """The filter's snapshot, byte for byte its `<name>.bloom` file (after a FLUSH of
+        it): feed it to restore() on any server, or copy it into a data dir. Raises
+        NotFound, or ServerError if the snapshot could not be written or read."""
+        def work(conn: Connection) -> bytes:
+            conn.send(b"DUMP " + encode_name(name) + b"\r\n")
+            head = _reply(conn)
+            if not head.startswith(b"DUMP "):
+                raise ProtocolError("unexpected DUMP reply %r" % head[:80])
+            try:
+                n = int(head[5:])
+            except ValueError:
+                raise ProtocolError("bad DUMP reply %r" % head[:80]) from None
+            data = conn.read_exact(n + 2)
+            if data[n:] != b"\r\n":
+                raise ProtocolError("DUMP data block not ended by CRLF")
+            return data[:n]
+        return self._transport.call(work, resend=True)
+
+    def restore(self, name: str, data: bytes, replace: bool = False) -> bool:
+        """Installs a filter from dump() bytes under name: True if restored, False if
+        a filter by that name exists and replace is False (nothing changed). With
+        replace, it takes the place of the filter of that name. Raises ClientError for a
+        damaged dump ("bad dump (...)"; nothing is created) and ServerError when it does
+        not fit the server's max_memory. Returns once the restored filter's snapshot is
+        on disk. Not resent if the connection breaks after sending."""
+        data = bytes(data)
+        line = b"RESTORE %s %d%s\r\n" % (encode_name(name), len(data),
+                                          b" replace" if replace else b"")
+
+        def work(conn: Connection) -> bool:
+            conn.send(line)
+            conn.send(data)
+            conn.send(b"\r\n")
+            reply = _reply(conn)
+            if reply not in (b"RESTORED", b"EXISTS"):
+                raise ProtocolError("unexpected RESTORE reply %r" % reply[:80])
+            return reply == b"RESTORED"
+        return self._transport.call(work, resend=False)
+
     def stats(self) -> Dict[str, Value]:
         """The server's STAT fields (uptime, connections, commands, keys, memory, ...)."""
         def work(conn: Connection) -> Dict[str, Value]:

@@ -82,6 +82,19 @@ class Connection:
                 raise ConnectionClosed("server closed the connection")
             buf += chunk
 
+    def read_exact(self, n: int) -> bytes:
+        """Exactly n bytes (a DUMP's data block); raises OSError/ConnectionClosed."""
+        buf = self._buf
+        while len(buf) < n:
+            chunk = self._sock.recv(max(_RECV_SIZE, min(n - len(buf), 4 << 20)))
+            if not chunk:
+                raise ConnectionClosed("server closed the connection inside a data block")
+            buf += chunk
+        data = bytes(buf[:n])
+        del buf[:n]
+        self._scan = 0
+        return data
+
     def is_stale(self) -> bool:
         """True when the idle connection cannot be reused: the server closed it, it
         failed, or it holds bytes nobody asked for. Never blocks."""
