@@ -11,7 +11,7 @@ for kind in "$@"; do
     test) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev libcmocka-dev
                  libsystemd-dev libssl-dev openssl xxd python3 python3-pytest python3-venv python3-wheel-whl
                  groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
-                 clang-format nutcracker python3-pymemcache libmemcached-tools) ;;
+                 clang-format nutcracker python3-pymemcache libmemcached-tools haproxy python3-yaml) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
                   libsystemd-dev libssl-dev openssl xxd redis-server memcached coreutils) ;;
     docker) want+=(podman buildah debootstrap runc slirp4netns uidmap) ;;

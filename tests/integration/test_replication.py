@@ -12,16 +12,18 @@ it is set (the release build), else the ASan build.
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import BLOOMD_BIN, Client
+from conftest import BLOOMD_BIN, REPO, Client, Daemon
 
 REL_BIN = os.environ.get("BLOOMD_REL_BIN") or BLOOMD_BIN
 SYNC_DEADLINE = 60.0  # seconds for a replica to catch up (ASan, a shared 2-core box)
@@ -542,25 +544,16 @@ def test_replica_authenticates_to_a_primary_with_a_token(daemon_factory, tmp_pat
 
 # ---- HAProxy in front ----
 
-HAPROXY_CFG = """\
-global
-    maxconn 256
-defaults
-    mode tcp
-    timeout connect 1s
-    timeout client 30s
-    timeout server 30s
-    timeout check 1s
-frontend bloomd
-    bind 127.0.0.1:{port}
-    default_backend bloomd_primary
-backend bloomd_primary
-    option tcp-check
-    tcp-check send "ROLE\\r\\n"
-    tcp-check expect string "ROLE primary"
-    server a 127.0.0.1:{a} check inter 200ms fall 1 rise 1
-    server b 127.0.0.1:{b} check inter 200ms fall 1 rise 1
-"""
+DOC = REPO / "docs" / "more-than-one-machine.md"
+K8S = REPO / "docker" / "k8s-statefulset-replica.yaml"
+
+
+def doc_block(lang, needle):
+    """The docs' fenced block of language lang that contains needle."""
+    for m in re.finditer(r"```%s\n(.*?)```" % lang, DOC.read_text(), re.S):
+        if needle in m.group(1):
+            return m.group(1)
+    raise AssertionError("no ```%s block with %r in %s" % (lang, needle, DOC))
 
 
 def test_haproxy_follows_the_promoted_replica(daemon_factory, tmp_path):
@@ -572,7 +565,12 @@ def test_haproxy_follows_the_promoted_replica(daemon_factory, tmp_path):
     r = replica_of(daemon_factory, p)
     port = free_port()
     cfg = tmp_path / "haproxy.cfg"
-    cfg.write_text(HAPROXY_CFG.format(port=port, a=p.port, b=r.port))
+    text = doc_block("haproxy", "ROLE primary")  # the documented config, its ports changed
+    for old, new in (("127.0.0.1:8690", port), ("127.0.0.1:8673", p.port),
+                     ("127.0.0.1:8683", r.port)):
+        assert old in text, old
+        text = text.replace(old, "127.0.0.1:%d" % new)
+    cfg.write_text(text)
     log = open(tmp_path / "haproxy.log", "wb")
     hp = subprocess.Popen([haproxy, "-db", "-f", str(cfg)], stdout=log, stderr=log,
                           stdin=subprocess.DEVNULL)
@@ -655,3 +653,92 @@ def test_promoted_full_synced_replica_continues_the_stream(daemon_factory):
         assert c1.cmd("ADD f two") == "ADDED 1"
         wait_caught_up(c1, [c2])
         assert c2.check("f", ["one", "two"] + keys("k", 5000)[:100]) == [True] * 102
+
+
+# ---- the documentation's examples ----
+
+def test_ha_doc_commands_run_as_pasted(tmp_path):
+    """The docs' primary and replica command lines, their ports and dirs changed, answer
+    ROLE as the comments say."""
+    block = doc_block("sh", "--replica-of 127.0.0.1:8673")
+    lines = [l for l in block.splitlines() if l.startswith("build/bloomd ")]
+    roles = re.findall(r"# (ROLE .*)", block)
+    assert len(lines) == 2 and len(roles) == 2, block
+    ports = {"8673": free_port(), "8683": free_port()}
+    daemons = []
+    try:
+        for line in lines:
+            words = line.rstrip(" &").split()[1:]
+            for k, v in ports.items():
+                words = [w.replace(k, str(v)) for w in words]
+            i = words.index("--data-dir")
+            data_dir = tmp_path / Path(words[i + 1]).name
+            del words[i:i + 2]
+            d = Daemon(data_dir, words, log_path=tmp_path / (data_dir.name + ".log"))
+            daemons.append(d.start())
+        for d, want in zip(daemons, roles):
+            for k, v in ports.items():
+                want = want.replace(k, str(v))
+            with d.client() as c:
+                wait_for("ROLE as documented", lambda: c.cmd("ROLE") == want, 20)
+        with daemons[0].client() as c:
+            assert c.cmd("CREATE f") == "CREATED"  # min-replica-acks 1 with the replica up
+    finally:
+        for d in daemons:
+            d.stop()
+
+
+def test_k8s_statefulset_replica_example(daemon_factory, tmp_path):
+    yaml = pytest.importorskip("yaml", reason="python3-yaml is not installed")
+    docs = list(yaml.safe_load_all(K8S.read_text()))
+    kinds = {d["kind"]: d for d in docs if d["kind"] != "Service"}
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    assert set(kinds) == {"ConfigMap", "StatefulSet"} and set(services) == {"bloomd",
+                                                                           "bloomd-primary"}
+    assert services["bloomd"]["spec"]["publishNotReadyAddresses"] is True
+    primary = kinds["ConfigMap"]["data"]["primary"]
+    sts = kinds["StatefulSet"]
+    assert sts["spec"]["serviceName"] == "bloomd" and sts["spec"]["replicas"] >= 2
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    for svc in services.values():
+        assert all(labels.get(k) == v for k, v in svc["spec"]["selector"].items())
+    ctr = sts["spec"]["template"]["spec"]["containers"][0]
+    assert ctr["command"] == ["/bin/sh", "-c"]
+    # The start script: the named pod is the primary, any other its replica.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bloomd").write_text("#!/bin/sh\necho \"$@\"\n")
+    (fake / "bloomd").chmod(0o755)
+    for pod, want in ((primary, "--memcache-port 11211 --min-replica-acks 1"),
+                      ("bloomd-1", "--memcache-port 11211 --replica-of %s.bloomd:8673" % primary)):
+        env = {"PATH": "%s:/usr/bin:/bin" % fake, "POD_NAME": pod, "PRIMARY_POD": primary}
+        out = subprocess.run(ctr["command"] + ctr["args"], env=env, capture_output=True,
+                             text=True, timeout=10)
+        assert out.stdout.strip() == want, (pod, out)
+    # The readiness probe, run against a real primary and a real replica.
+    probe = ctr["readinessProbe"]["exec"]["command"]
+    if not shutil.which(probe[0]):
+        pytest.skip("%s is not installed" % probe[0])
+    p = start(daemon_factory)
+    r = replica_of(daemon_factory, p)
+    with p.client() as pc, r.client() as rc:
+        wait_caught_up(pc, [rc])
+    def on(d, cmd):
+        return [w.replace("127.0.0.1:8673", "127.0.0.1:%d" % d.port) for w in cmd]
+    for d, ready in ((p, 0), (r, 1)):
+        assert subprocess.run(on(d, probe), timeout=10).returncode == ready, d.port
+    # With a token: the probe sends AUTH from BLOOMD_AUTH_TOKEN_FILE first.
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    tok.chmod(0o600)
+    t = start(daemon_factory, ["--auth-token-file", str(tok)])
+    env = dict(os.environ, BLOOMD_AUTH_TOKEN_FILE=str(tok))
+    assert subprocess.run(on(t, probe), env=env, timeout=10).returncode == 0
+    assert subprocess.run(on(t, probe), timeout=10).returncode == 1  # no AUTH: not ready
+    # The documented failover by hand (kubectl exec's command, run here on the replica).
+    block = doc_block("sh", "kubectl exec bloomd-1")
+    line = block.split("kubectl exec bloomd-1 -- ", 1)[1].split("\nkubectl")[0]
+    words = shlex.split(line.replace("\\\n", " "))
+    out = subprocess.run(on(r, words), capture_output=True, text=True, timeout=10)
+    assert out.stdout.strip() == "OK", out
+    assert subprocess.run(on(r, probe), timeout=10).returncode == 0  # promoted: ready
