@@ -742,3 +742,201 @@ def test_k8s_statefulset_replica_example(daemon_factory, tmp_path):
     out = subprocess.run(on(r, words), capture_output=True, text=True, timeout=10)
     assert out.stdout.strip() == "OK", out
     assert subprocess.run(on(r, probe), timeout=10).returncode == 0  # promoted: ready
+
+
+# ---- a link that drops in the middle of a full sync ----
+
+def capture_full_sync(daemon_factory):
+    """A real primary's full sync of two filters, as bytes after the FULLSYNC line:
+    returns (FULLSYNC line, [(FILTER line, data)]) and the keys in them."""
+    p = start(daemon_factory)
+    ks = keys("fs", 3000)
+    with p.client() as pc:
+        assert pc.cmd("CREATE one capacity=10000") == "CREATED"
+        assert pc.cmd("CREATE two kind=expandable capacity=10000") == "CREATED"
+        pc.add("one", ks)
+        pc.add("two", ks)
+    s = socket.create_connection((p.host, p.port), timeout=10)
+    s.sendall(b"PSYNC ? 0\r\n")
+    buf = b""
+
+    def line():
+        nonlocal buf
+        while b"\r\n" not in buf:
+            buf += s.recv(65536)
+        out, _, buf = buf.partition(b"\r\n")
+        return out
+    head = line()
+    assert re.fullmatch(rb"FULLSYNC [0-9a-f]{40} \d+ 2", head), head
+    filters = []
+    for _ in range(2):
+        fl = line()
+        n = int(fl.split()[2])
+        while len(buf) < n:
+            buf += s.recv(65536)
+        filters.append((fl, buf[:n]))
+        buf = buf[n:]
+    s.close()
+    p.stop()
+    return head, filters, ks
+
+
+def test_link_dropped_mid_full_sync_starts_over(daemon_factory):
+    head, filters, ks = capture_full_sync(daemon_factory)
+    whole = head + b"\r\n" + b"".join(fl + b"\r\n" + data for fl, data in filters)
+    cut_at = len(whole) - len(filters[1][1]) // 2  # inside the second filter's bytes
+
+    class FakeSync(FakePrimary):
+        def run(self):
+            while not self.stop.is_set():
+                try:
+                    c, _ = self.sock.accept()
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                self.conns.append(c)
+                buf = b""
+                while b"\r\n" not in buf:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+                self.psyncs.append(buf.split(b"\r\n")[0])
+                try:
+                    if len(self.conns) == 1:
+                        c.sendall(whole[:cut_at])
+                        time.sleep(0.3)
+                        c.close()  # the link drops in the middle of the second filter
+                    else:
+                        c.sendall(whole)
+                except OSError:
+                    pass
+    fake = FakeSync(None)
+    try:
+        r = start(daemon_factory, ["--replica-of", "127.0.0.1:%d" % fake.port])
+        with r.client() as rc:
+            wait_for("a second connection", lambda: len(fake.conns) >= 2, 20)
+            # After half a full sync the replica asks for a full one again.
+            assert fake.psyncs[1].startswith(b"PSYNC ? "), fake.psyncs
+            wait_for("the second sync done", lambda: role(rc)["link"] == "up", 20)
+            assert sorted(rc.names()) == ["one", "two"]
+            assert all(rc.check("one", ks)) and all(rc.check("two", ks))
+            assert role(rc)["offset"] == int(head.split()[2])
+    finally:
+        fake.close()
+
+
+def test_changes_made_while_a_full_sync_is_sent_land_once(daemon_factory):
+    """A full sync is encoded filter by filter after its offset, and the records after the
+    offset follow: changes made in between must end up exactly as on the primary. The big
+    first filter (names sort) holds the sync back while the others change; the stream is
+    captured by a raw replica, then replayed to a real one by a fake primary."""
+    p = start(daemon_factory, binary=REL_BIN)
+    with p.client(timeout=60) as pc:
+        assert pc.cmd("CREATE aaa capacity=10000000") == "CREATED"
+        pc.add("aaa", keys("big", 300000), chunk=1000)
+        for req in ("CREATE zu capacity=1000", "CREATE za capacity=1000",
+                    "CREATE zi capacity=1000", "CREATE zd capacity=1000",
+                    "CREATE ze kind=expandable capacity=1000"):
+            assert pc.cmd(req) == "CREATED", req
+        for req in ("ADD za x", "ADD zi x w", "ADD zd old", "ADD ze k1 k2 k3"):
+            assert pc.cmd(req).startswith("ADDED"), req
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        s.connect((p.host, p.port))
+        s.sendall(b"PSYNC ? 0\r\n")
+        got = b""
+        while b"\r\n" not in got:
+            got += s.recv(1)
+        for req, want in (("UNION zu za", "OK"), ("INTERSECT zi za", "OK"),
+                          ("CLEAR za", "OK"), ("ADD za y", "ADDED 1"),
+                          ("DROP zd", "DELETED"), ("CREATE zd capacity=500", "CREATED"),
+                          ("ADD zd new", "ADDED 1"), ("DELETE ze k2", "REMOVED 1"),
+                          ("ADD ze k4", "ADDED 1")):
+            assert pc.cmd(req) == want, req
+        top = role(pc)["offset"]
+        probe = ["x", "y", "w", "old", "new", "k1", "k2", "k3", "k4"]
+        want = {n: pc.cmd("CHECK %s %s" % (n, " ".join(probe))) for n in
+                ("zu", "za", "zi", "zd", "ze")}
+        want_info = pc.stats("INFO zd")["capacity"]
+    s.settimeout(2)  # the primary sends nothing more once the records are out
+    try:
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    assert got.startswith(b"FULLSYNC ")
+    fake = FakePrimary(lambda n: b"")  # its own accept loop stopped: run() below answers
+
+    def run():
+        c, _ = fake.sock.accept()
+        fake.conns.append(c)
+        c.recv(4096)
+        c.sendall(got)
+    fake.stop.set()
+    fake.thread.join(5)
+    fake.sock.settimeout(20)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        r = start(daemon_factory, ["--replica-of", "127.0.0.1:%d" % fake.port])
+        with r.client() as rc:
+            wait_for("the replica at the primary's offset",
+                     lambda: role(rc) == {"role": "replica", "primary": "127.0.0.1:%d" % fake.port,
+                                          "link": "up", "offset": top}, 30)
+            for n, w in want.items():
+                assert rc.cmd("CHECK %s %s" % (n, " ".join(probe))) == w, n
+            assert rc.stats("INFO zd")["capacity"] == want_info
+    finally:
+        t.join(10)
+        fake.close()
+
+
+def test_replica_restart_catches_up(daemon_factory):
+    p = start(daemon_factory)
+    r = replica_of(daemon_factory, p)
+    with p.client() as pc, r.client() as rc:
+        assert pc.cmd("CREATE f capacity=50000") == "CREATED"
+        pc.add("f", keys("one", 10000), chunk=1000)
+        wait_caught_up(pc, [rc])
+    r.stop()
+    with p.client() as pc:
+        pc.add("f", keys("two", 10000), chunk=1000)  # while the replica is away
+        r.start()
+        with r.client() as rc:
+            wait_caught_up(pc, [rc])
+            assert all(rc.check("f", keys("one", 10000) + keys("two", 10000), chunk=1000))
+            assert rc.cmd("ADD f x").startswith("CLIENT_ERROR read-only replica of")
+
+
+def test_min_replica_acks_holds_memcached_replies(daemon_factory):
+    pytest.importorskip("pymemcache", reason="python3-pymemcache is not installed")
+    from pymemcache.client.base import Client as McClient
+    from pymemcache.exceptions import MemcacheServerError
+    mport = free_port()
+    p = start(daemon_factory, ["--min-replica-acks", "1", "--memcache-port", str(mport)])
+    mc = McClient(("127.0.0.1", mport), default_noreply=False, connect_timeout=10, timeout=10)
+    with pytest.raises(MemcacheServerError, match="not enough replicas"):
+        mc.add("f:a", b"1")
+    r = replica_of(daemon_factory, p)
+    with p.client() as pc, r.client() as rc:
+        wait_for("the replica counted", lambda: role(pc)["replicas"] == 1)
+        assert pc.cmd("CREATE f") == "CREATED"
+        for i in range(300):
+            assert mc.add("f:k%d" % i, b"1") is True
+            assert rc.cmd("CHECK f k%d" % i) == "1", i  # on the replica when acknowledged
+        # Pipelined raw adds: every STORED reply is on the replica when read.
+        with socket.create_connection(("127.0.0.1", mport), timeout=10) as s:
+            s.sendall(b"".join(b"add f:p%d 0 0 1\r\nx\r\n" % i for i in range(200)))
+            got = b""
+            end = time.monotonic() + 20
+            while got.count(b"\r\n") < 200 and time.monotonic() < end:
+                got += s.recv(65536)
+        assert got.split(b"\r\n")[:200] == [b"STORED"] * 200, got[:200]
+        assert rc.check("f", ["p%d" % i for i in range(200)]) == [True] * 200
+    mc.close()
