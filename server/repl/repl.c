@@ -446,6 +446,8 @@ void repl_feed_ack(struct repl_feed *f, const struct proto_request *req)
     uint64_t offset;
     if (!proto_next_arg(&rest, &word) || !proto_next_arg(&rest, &off) || !parse_u64(off, &offset))
         return;
+    if (offset > f->sent) /* it cannot hold what it was not sent: no credit for it */
+        offset = f->sent;
     if (offset > f->acked)
         f->acked = offset;
     if (f->r->held != NULL)

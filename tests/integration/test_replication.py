@@ -940,3 +940,28 @@ def test_min_replica_acks_holds_memcached_replies(daemon_factory):
         assert got.split(b"\r\n")[:200] == [b"STORED"] * 200, got[:200]
         assert rc.check("f", ["p%d" % i for i in range(200)]) == [True] * 200
     mc.close()
+
+
+def test_an_ack_beyond_what_was_sent_does_not_count(daemon_factory):
+    """min-replica-acks counts a replica for a record only once the record was sent to it:
+    a feed acknowledging an offset it was never sent (a confused or hostile peer) must not
+    release a reply."""
+    p = start(daemon_factory, ["--min-replica-acks", "1", "--replica-ack-timeout", "300"])
+    s = socket.create_connection((p.host, p.port), timeout=10)
+    s.sendall(b"PSYNC ? 0\r\n")
+    buf = b""
+    while b"\r\n" not in buf:
+        buf += s.recv(4096)
+    assert buf.startswith(b"FULLSYNC "), buf
+    with p.client() as pc:
+        wait_for("the raw feed counted", lambda: role(pc)["replicas"] == 1)
+        s.sendall(b"REPLCONF ACK 1000000\r\n")
+        time.sleep(0.2)
+        assert pc.cmd("CREATE f").startswith(
+            "SERVER_ERROR not enough replicas acknowledged the change in time"), p.log()[-2000:]
+        # An honest acknowledgement of what it was sent releases the next reply.
+        t = threading.Timer(0.1, lambda: s.sendall(b"REPLCONF ACK 2\r\n"))
+        t.start()
+        assert pc.cmd("ADD f k") == "ADDED 1"
+        t.join()
+    s.close()
