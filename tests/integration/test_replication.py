@@ -965,3 +965,33 @@ def test_an_ack_beyond_what_was_sent_does_not_count(daemon_factory):
         assert pc.cmd("ADD f k") == "ADDED 1"
         t.join()
     s.close()
+
+
+@pytest.mark.parametrize("durability", ["everysec", "always"])
+def test_every_change_waits_for_the_replica(daemon_factory, durability):
+    """With min-replica-acks 1 and the replica stopped (SIGSTOP), no change is answered as
+    done: each one gets the ack timeout's SERVER_ERROR, DROP included; reads answer at once."""
+    p = start(daemon_factory, ["--min-replica-acks", "1", "--replica-ack-timeout", "200",
+                               "--durability", durability])
+    r = replica_of(daemon_factory, p)
+    late = "SERVER_ERROR not enough replicas acknowledged the change in time"
+    with p.client() as pc, r.client() as rc:
+        wait_for("the replica counted", lambda: role(pc)["replicas"] == 1)
+        for req in ("CREATE a", "CREATE b", "CREATE c", "CREATE e kind=expandable",
+                    "ADD a x", "ADD b x", "ADD e x y"):
+            assert not pc.cmd(req).startswith("SERVER_ERROR"), req
+        wait_caught_up(pc, [rc])
+        r.proc.send_signal(signal.SIGSTOP)
+        try:
+            for req in ("CREATE d", "ADD a k", "CHECKADD a k2", "UNION u a", "INTERSECT a b",
+                        "CLEAR b", "DELETE e x", "DROP c"):
+                t0 = time.monotonic()
+                assert pc.cmd(req).startswith(late), req
+                assert time.monotonic() - t0 >= 0.15, req
+            t0 = time.monotonic()
+            assert pc.cmd("CHECK a x") == "1" and time.monotonic() - t0 < 0.15
+        finally:
+            r.proc.send_signal(signal.SIGCONT)
+        wait_caught_up(pc, [rc])
+        assert pc.cmd("DROP a") == "DELETED"
+        assert "a" not in rc.names()  # acknowledged: gone on the replica too
