@@ -710,7 +710,8 @@ def test_k8s_statefulset_replica_example(daemon_factory, tmp_path):
     (fake / "bloomd").write_text("#!/bin/sh\necho \"$@\"\n")
     (fake / "bloomd").chmod(0o755)
     for pod, want in ((primary, "--memcache-port 11211 --min-replica-acks 1"),
-                      ("bloomd-1", "--memcache-port 11211 --replica-of %s.bloomd:8673" % primary)):
+                      ("bloomd-1", "--memcache-port 11211 --min-replica-acks 1 "
+                                   "--replica-of %s.bloomd:8673" % primary)):
         env = {"PATH": "%s:/usr/bin:/bin" % fake, "POD_NAME": pod, "PRIMARY_POD": primary}
         out = subprocess.run(ctr["command"] + ctr["args"], env=env, capture_output=True,
                              text=True, timeout=10)
@@ -995,3 +996,51 @@ def test_every_change_waits_for_the_replica(daemon_factory, durability):
         wait_caught_up(pc, [rc])
         assert pc.cmd("DROP a") == "DELETED"
         assert "a" not in rc.names()  # acknowledged: gone on the replica too
+
+
+def test_a_replica_of_a_replica_follows(daemon_factory):
+    p = start(daemon_factory)
+    r1 = replica_of(daemon_factory, p)
+    with r1.client() as c1:
+        wait_for("the first link up", lambda: role(c1)["link"] == "up")
+    r2 = replica_of(daemon_factory, r1)  # chained: r1 feeds r2 what it applies
+    with p.client() as pc, r1.client() as c1, r2.client() as c2:
+        wait_for("the chained link up", lambda: role(c2)["link"] == "up")
+        assert role(c1)["role"] == "replica"
+        assert pc.cmd("CREATE f capacity=20000") == "CREATED"
+        pc.add("f", keys("k", 5000))
+        wait_caught_up(pc, [c1, c2])
+        assert all(c2.check("f", keys("k", 5000)))
+        assert c2.cmd("ADD f x") == "CLIENT_ERROR read-only replica of %s:%d" % (r1.host, r1.port)
+        # The middle one promoted: the chain keeps following it.
+        assert c1.cmd("REPLICAOF NO ONE") == "OK"
+        assert c1.cmd("ADD f after") == "ADDED 1"
+        wait_caught_up(c1, [c2])
+        assert c2.check("f", ["after"]) == [True]
+
+
+def test_old_primary_back_as_replica_takes_the_new_primarys_filters(daemon_factory):
+    """What the docs say: the old primary, back with --replica-of the new one, takes the new
+    primary's filters in a full sync; a key it acknowledged that never reached a replica
+    (min-replica-acks 0) is lost."""
+    p = start(daemon_factory, ["--durability", "always"])
+    r = replica_of(daemon_factory, p)
+    with p.client() as pc, r.client() as rc:
+        assert pc.cmd("CREATE f") == "CREATED"
+        assert pc.cmd("ADD f both") == "ADDED 1"
+        wait_caught_up(pc, [rc])
+    r.stop()
+    with p.client() as pc:
+        assert pc.cmd("ADD f only-old") == "ADDED 1"  # acknowledged, on disk, not replicated
+    p.kill()
+    r.start()
+    with r.client() as rc:
+        assert rc.cmd("CHECK f both only-old") == "1 0"
+        assert rc.cmd("REPLICAOF NO ONE") == "OK"
+        assert rc.cmd("ADD f only-new") == "ADDED 1"
+    p.args = ["--durability", "always", "--replica-of", "%s:%d" % (r.host, r.port)]
+    p.start()  # same data dir: it still holds only-old until the full sync
+    with p.client() as pc, r.client() as rc:
+        wait_caught_up(rc, [pc])
+        assert pc.cmd("CHECK f both only-new only-old") == "1 1 0"
+    assert "full sync done" in p.log()
