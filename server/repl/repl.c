@@ -553,7 +553,9 @@ static int become_replica(struct repl *r, const char *host, const char *port)
     repl_link_stop(r);
     repl_close_feeds(r, "this server became a replica");
     srv->repl.role = SERVER_REPLICA;
-    snprintf(srv->repl.primary, sizeof srv->repl.primary, "%s:%s", host, port);
+    /* An IPv6 address in brackets, so that ROLE's <host>:<port> reads back as one. */
+    snprintf(srv->repl.primary, sizeof srv->repl.primary,
+             strchr(host, ':') != NULL ? "[%s]:%s" : "%s:%s", host, port);
     log_msg(LOG_INFO, "replication: replica of %s", srv->repl.primary);
     return repl_link_start(r, host, port);
 }

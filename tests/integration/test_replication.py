@@ -1044,3 +1044,20 @@ def test_old_primary_back_as_replica_takes_the_new_primarys_filters(daemon_facto
         wait_caught_up(rc, [pc])
         assert pc.cmd("CHECK f both only-new only-old") == "1 1 0"
     assert "full sync done" in p.log()
+
+
+def test_ipv6_primary(daemon_factory):
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError as e:
+        pytest.skip("no IPv6 loopback here: %s" % e)
+    p = start(daemon_factory, ["--bind", "::1"])
+    r = start(daemon_factory, ["--replica-of", "[::1]:%d" % p.port])
+    with Client("::1", p.port) as pc, r.client() as rc:
+        assert pc.cmd("CREATE f") == "CREATED"
+        wait_caught_up(pc, [rc])
+        assert role(rc)["primary"] == "[::1]:%d" % p.port
+        assert rc.cmd("ADD f k") == "CLIENT_ERROR read-only replica of [::1]:%d" % p.port
+        assert rc.cmd("REPLICAOF ::1 %d" % p.port) == "OK"
+        wait_caught_up(pc, [rc])
+        assert role(rc)["primary"] == "[::1]:%d" % p.port
