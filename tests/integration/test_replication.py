@@ -556,13 +556,22 @@ def doc_block(lang, needle):
     raise AssertionError("no ```%s block with %r in %s" % (lang, needle, DOC))
 
 
-def test_haproxy_follows_the_promoted_replica(daemon_factory, tmp_path):
+@pytest.mark.parametrize("token", [False, True])
+def test_haproxy_follows_the_promoted_replica(daemon_factory, tmp_path, token):
+    """The documented HAProxy config (ports changed; with a token, the two AUTH lines the
+    docs give put before ROLE): clients reach the primary, then the promoted replica."""
     haproxy = shutil.which("haproxy") or (os.path.exists("/usr/sbin/haproxy")
                                           and "/usr/sbin/haproxy")
     if not haproxy:
         pytest.skip("haproxy is not installed (Debian package haproxy; scripts/deps.sh test)")
-    p = start(daemon_factory)
-    r = replica_of(daemon_factory, p)
+    args = []
+    if token:
+        tok = tmp_path / "token"
+        tok.write_text(TOKEN + "\n")
+        tok.chmod(0o600)
+        args = ["--auth-token-file", str(tok)]
+    p = start(daemon_factory, args)
+    r = replica_of(daemon_factory, p, args)
     port = free_port()
     cfg = tmp_path / "haproxy.cfg"
     text = doc_block("haproxy", "ROLE primary")  # the documented config, its ports changed
@@ -570,15 +579,27 @@ def test_haproxy_follows_the_promoted_replica(daemon_factory, tmp_path):
                      ("127.0.0.1:8683", r.port)):
         assert old in text, old
         text = text.replace(old, "127.0.0.1:%d" % new)
+    if token:
+        doc = DOC.read_text()
+        lines = re.findall(r'`(tcp-check (?:send "AUTH <token>\\r\\n"|expect string "OK"))`', doc)
+        assert len(lines) == 2, lines
+        auth = "".join("    %s\n" % l.replace("<token>", TOKEN) for l in lines)
+        text = text.replace('    tcp-check send "ROLE', auth + '    tcp-check send "ROLE', 1)
     cfg.write_text(text)
+
+    def client(at, timeout):
+        c = Client("127.0.0.1", at, timeout=timeout)
+        if token:
+            assert c.cmd("AUTH " + TOKEN) == "OK"
+        return c
     log = open(tmp_path / "haproxy.log", "wb")
     hp = subprocess.Popen([haproxy, "-db", "-f", str(cfg)], stdout=log, stderr=log,
                           stdin=subprocess.DEVNULL)
     try:
         def through():
             try:
-                c = Client("127.0.0.1", port, timeout=3)
-            except OSError:
+                c = client(port, 3)
+            except (OSError, ConnectionError, AssertionError):
                 return None
             try:
                 return role(c)
@@ -586,33 +607,35 @@ def test_haproxy_follows_the_promoted_replica(daemon_factory, tmp_path):
                 return None
             finally:
                 c.close()
-        with r.client() as rc, p.client() as pc:
+        with client(r.port, 10) as rc, client(p.port, 10) as pc:
             wait_caught_up(pc, [rc])
-        # Clients through haproxy reach the primary, every time.
         # haproxy starts every server as up: the replica leaves once its first check fails.
         wait_for("haproxy marking the replica down",
                  lambda: "bloomd_primary/b is DOWN" in (tmp_path / "haproxy.log").read_text(), 10)
+        assert "bloomd_primary/a is DOWN" not in (tmp_path / "haproxy.log").read_text()
+        # Clients through haproxy reach the primary, every time.
         for _ in range(10):
             assert through()["role"] == "primary"
-        with Client("127.0.0.1", port, timeout=5) as c:
+        with client(port, 5) as c:
             assert c.cmd("CREATE f") == "CREATED"
             assert c.cmd("ADD f before") == "ADDED 1"
-        with r.client() as rc, p.client() as pc:
+        with client(r.port, 10) as rc, client(p.port, 10) as pc:
             wait_caught_up(pc, [rc])
         p.kill()
-        with r.client() as rc:
+        with client(r.port, 10) as rc:
             assert rc.cmd("REPLICAOF NO ONE") == "OK"
         t0 = time.monotonic()
 
         def writes():
             try:
-                with Client("127.0.0.1", port, timeout=2) as c:
+                with client(port, 2) as c:
                     return c.cmd("ADD f after") == "ADDED 1" and c.cmd("CHECK f before") == "1"
-            except (OSError, ConnectionError):
+            except (OSError, ConnectionError, AssertionError):
                 return False
         wait_for("writes through haproxy after promotion", writes, 10, step=0.1)
         took = time.monotonic() - t0
         assert took < 5, took
+        print("haproxy: writes reach the promoted replica %.2f s after REPLICAOF NO ONE" % took)
         assert through()["role"] == "primary"
     finally:
         hp.send_signal(signal.SIGTERM)
