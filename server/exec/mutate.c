@@ -57,8 +57,8 @@ void mutate_set_propagate(struct server *srv, const struct mutate_propagate *p)
 
 bool mutate_holds(const struct server *srv)
 {
-    /* min_replica_acks holds replies too: merged runs reply at once, unheld. */
-    return durable_holds(srv) || (srv->propagate != NULL && srv->cfg.min_replica_acks > 0);
+    /* min_replica_acks: replies wait for replicas, even without a journal. */
+    return durable_holds(srv) || srv->cfg.min_replica_acks > 0;
 }
 
 bool mutate_reply(struct server *srv, uint64_t pos, const struct result *res,

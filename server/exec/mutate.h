@@ -40,8 +40,8 @@ struct completion;
  */
 int mutate_check(struct server *srv, struct result *res);
 
-/* True when replies to changes may wait: for their records to be on disk (durability
- * always), or on replicas (min_replica_acks). */
+/* True when replies to changes wait for their records: on disk (durability always), or on
+ * min_replica_acks replicas. Drivers then run each request with its own completion. */
 bool mutate_holds(const struct server *srv);
 
 /*
