@@ -38,7 +38,7 @@ for kind in "$@"; do
                  groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
                  clang-format nutcracker python3-pymemcache libmemcached-tools libfaketime
                  python3-redis redis-tools
-                 libedit-dev tmux) ;;
+                 libedit-dev tmux haproxy python3-yaml) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
                   libsystemd-dev libssl-dev openssl xxd python3 redis-server memcached nutcracker
                   coreutils libedit-dev netcat-openbsd) ;;

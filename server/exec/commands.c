@@ -470,7 +470,17 @@ static int cmd_drop(struct server *srv, const struct proto_request *req, struct 
     }
     if (srv->snap == NULL) {
         result_set(res, RESULT_DELETED, NULL);
-        return CMD_DONE;
+        return reply(srv, pos, res, later);
+    }
+    if (srv->propagate != NULL && srv->cfg.min_replica_acks > 0) {
+        /* The reply waits for the replicas (and the journal), the file goes meanwhile: a
+         * DROP whose file outlives a crash is replayed, and the file removed then. */
+        if (snapshot_forget(srv->snap, req->name.ptr, req->name.len, NULL, NULL) != 0) {
+            result_set(res, RESULT_SERVER_ERROR, DROP_LEAD "out of memory");
+            return CMD_DONE;
+        }
+        result_set(res, RESULT_DELETED, NULL);
+        return reply(srv, pos, res, later);
     }
     /* Without anyone to answer later, the file goes in the background. */
     if (snapshot_forget(srv->snap, req->name.ptr, req->name.len, later != NULL ? drop_done : NULL,

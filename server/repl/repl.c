@@ -510,6 +510,8 @@ void repl_feed_ack(struct repl_feed *f, const struct proto_request *req)
     uint64_t offset;
     if (!proto_next_arg(&rest, &word) || !proto_next_arg(&rest, &off) || !parse_u64(off, &offset))
         return;
+    if (offset > f->sent) /* it cannot hold what it was not sent: no credit for it */
+        offset = f->sent;
     if (offset > f->acked)
         f->acked = offset;
     if (f->r->held != NULL)
@@ -627,7 +629,9 @@ static int become_replica(struct repl *r, const char *host, const char *port)
     repl_link_stop(r);
     repl_close_feeds(r, "this server became a replica");
     srv->repl.role = SERVER_REPLICA;
-    snprintf(srv->repl.primary, sizeof srv->repl.primary, "%s:%s", host, port);
+    /* An IPv6 address in brackets, so that ROLE's <host>:<port> reads back as one. */
+    snprintf(srv->repl.primary, sizeof srv->repl.primary,
+             strchr(host, ':') != NULL ? "[%s]:%s" : "%s:%s", host, port);
     log_msg(LOG_INFO, "replication: replica of %s", srv->repl.primary);
     return repl_link_start(r, host, port);
 }

@@ -5,7 +5,7 @@
         bloomd.create("clicks", capacity=1_000_000, error=0.001)
         seen = bloomd.checkadd("clicks", ["a", "b", "a"])   # [False, False, True]
 """
-from .client import Client, FilterSummary, parse_url, parse_url_auth
+from .client import Client, FilterSummary, Role, parse_role, parse_url, parse_url_auth
 from .errors import (AuthenticationError, BloomdConnectionError, BloomdError, ClientError, InvalidKey,
                      InvalidName, NotFound, ProtocolError, ServerError, ServerReplyError,
                      UnknownCommand)
@@ -15,7 +15,7 @@ from .sharding import ShardedClient
 __all__ = [
     "AuthenticationError", "BloomdConnectionError", "BloomdError", "Client", "ClientError",
     "FilterSummary", "InvalidKey", "InvalidName", "NotFound", "ProtocolError", "ServerError",
-    "ServerReplyError", "ShardedClient", "UnknownCommand", "hashed_key", "parse_url",
-    "parse_url_auth",
+    "Role", "ServerReplyError", "ShardedClient", "UnknownCommand", "hashed_key", "parse_role",
+    "parse_url", "parse_url_auth",
 ]
 __version__ = "0.1.0"

@@ -35,6 +35,29 @@ class FilterSummary(NamedTuple):
     window: Optional[float] = None  # seconds, for a windowed filter
 
 
+class Role(NamedTuple):
+    """ROLE: what the server is in replication. `offset` is the records it wrote (a
+    primary) or applied (a replica); a caught-up replica's equals its primary's."""
+    role: str                       # "primary" or "replica"
+    offset: int
+    replicas: Optional[int] = None  # a primary: replicas connected and streaming
+    primary: Optional[str] = None   # a replica: its primary, "host:port"
+    link: Optional[str] = None      # a replica: "up", "sync" (full sync) or "down"
+
+
+def parse_role(reply: bytes) -> Role:
+    """Role of a ROLE reply line (without CRLF); ProtocolError if it is not one."""
+    words = reply.decode("ascii", "replace").split(" ")
+    try:
+        if words[0] == "ROLE" and words[1] == "primary" and len(words) == 4:
+            return Role("primary", int(words[3]), replicas=int(words[2]))
+        if words[0] == "ROLE" and words[1] == "replica" and len(words) == 5:
+            return Role("replica", int(words[4]), primary=words[2], link=words[3])
+    except (IndexError, ValueError):
+        pass
+    raise ProtocolError("unexpected ROLE reply %r" % reply[:80])
+
+
 def _window_column(row: List[str]) -> Optional[float]:
     """The optional sixth LIST column, "window=<s>s"."""
     for extra in row[5:]:
@@ -390,6 +413,22 @@ class Client:
             conn.send(b"STATS\r\n")
             return _stats(conn)
         return self._transport.call(work, resend=True)
+
+    def role(self) -> Role:
+        """The server's replication role (ROLE): a primary with its connected replicas,
+        or a replica with its primary and the link's state; both with the offset."""
+        return parse_role(self._one(b"ROLE\r\n", resend=True))
+
+    def replicaof(self, host: Optional[str], port: int = 0) -> None:
+        """REPLICAOF host port: the server becomes a replica of host:port (its filters are
+        replaced by the primary's). host None: REPLICAOF NO ONE, a replica is promoted."""
+        if host is None:
+            line = b"REPLICAOF NO ONE\r\n"
+        else:
+            if not host or any(c in host for c in " \t\r\n") or not 0 < port < 65536:
+                raise ValueError("REPLICAOF needs a host and a port in 1..65535")
+            line = b"REPLICAOF %s %d\r\n" % (host.encode("ascii"), port)
+        self._expect_ok(line, b"OK", resend=False)
 
     def version(self) -> str:
         """The server's version, "x.y.z"."""
