@@ -573,9 +573,10 @@ static void prop_record(struct server *srv, const struct journal_record *rec, ui
     struct repl *r = srv->replication;
     if (rec->type == JOURNAL_RESTORE) {
         /* The record names the filter, not its bits (mutate.h): replicas take the restored
-         * filter in a full sync. */
+         * filter in a full sync. The backlog starts after it, so none resumes before it. */
         backlog_clear(r->backlog);
         repl_close_feeds(r, "a RESTORE: it resyncs in full to get the restored filter");
+        return;
     }
     if (backlog_append(r->backlog, rec, offset) != 0)
         log_msg(LOG_ERROR, "replication: out of memory for the backlog: replicas resync in full");

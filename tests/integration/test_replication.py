@@ -648,10 +648,6 @@ def test_haproxy_follows_the_promoted_replica(daemon_factory, tmp_path, token):
         log.close()
 
 
-@pytest.mark.xfail(reason="a durable replica's offset follows its own journal's positions, "
-                   "not the primary's: after a full sync and a promotion ROLE's offset falls "
-                   "back to the journal's count (1 after 51 here), and siblings resync in full",
-                   strict=False)
 def test_promoted_full_synced_replica_continues_the_stream(daemon_factory):
     """Replicas that came in by full sync hold the primary's offset, not their own journal's
     count: after a promotion the offset goes on from there, and a sibling re-pointed to the
@@ -1086,3 +1082,23 @@ def test_ipv6_primary(daemon_factory):
         assert rc.cmd("REPLICAOF ::1 %d" % p.port) == "OK"
         wait_caught_up(pc, [rc])
         assert role(rc)["primary"] == "[::1]:%d" % p.port
+
+
+def test_restore_reaches_the_replica(daemon_factory):
+    """A RESTORE record names the filter, not its bits: the primary cuts its replicas off
+    and they take the restored filter in a full sync."""
+    from test_dump_restore import dump, restore
+    src = start(daemon_factory)
+    with src.client() as sc:
+        assert sc.cmd("CREATE moved capacity=20000") == "CREATED"
+        sc.add("moved", ["m%d" % i for i in range(5000)])
+        data = dump(sc, "moved")
+    p = start(daemon_factory)
+    r = replica_of(daemon_factory, p)
+    with p.client() as pc, r.client() as rc:
+        wait_caught_up(pc, [rc])
+        assert restore(pc, "moved", data) == "RESTORED"
+        pc.add("moved", ["after%d" % i for i in range(100)])
+        wait_caught_up(pc, [rc])
+        assert all(rc.check("moved", ["m%d" % i for i in range(5000)]))
+        assert all(rc.check("moved", ["after%d" % i for i in range(100)]))
