@@ -402,6 +402,11 @@ void mutate_setop_release(struct mutate_sources *s)
     s->n = 0;
 }
 
+/* Why a windowed filter takes no part in a set operation. */
+#define WHY_WINDOWED                                                                               \
+    "UNION and INTERSECT do not apply to windowed filters: their generations cover different "     \
+    "spans of time, so no bitwise merge keeps both promises"
+
 /* Slots of the table that finds a repeated source name without a lookup (> 2 * 64). */
 #define SEEN_SLOTS 256
 
@@ -454,6 +459,10 @@ static bool check_sources(struct server *srv, mutate_name_fn next, void *ctx, st
         seen[slot].h = h;
         seen[slot].idx = s->n;
         *any_grown |= src->ops->grown(src->obj);
+        if (!can && src->ops->advance != NULL) {
+            result_set(res, RESULT_CLIENT_ERROR, WHY_WINDOWED);
+            goto fail;
+        }
         if (!can) {
             cmdlib_lib_error(res, SBF_ENOTSUP);
             goto fail;
@@ -481,6 +490,12 @@ bool mutate_setop_prepare(struct server *srv, mutate_name_fn next, void *ctx,
     struct filter *first = s->src[0];
     struct filter *dst = cmdlib_lookup(srv, dst_name);
     int rc = SBF_OK;
+    if (dst != NULL && dst->ops->advance != NULL) {
+        filter_unref(dst);
+        mutate_setop_release(s);
+        result_set(res, RESULT_CLIENT_ERROR, WHY_WINDOWED);
+        return false;
+    }
     if (dst != NULL && dst->seed != first->seed) {
         filter_unref(dst);
         mutate_setop_release(s);
