@@ -403,6 +403,7 @@ struct repl_feed *repl_psync(struct server *srv, const struct repl_sink *sink,
     f->r = r;
     f->srv = srv;
     f->sink = *sink;
+    r->backlog_on = true; /* from now on, for this replica's next resync and the others' */
     uint64_t now = srv->repl.offset;
     bool ours = id.len == REPL_ID_LEN && memcmp(id.ptr, r->id, REPL_ID_LEN) == 0;
     bool history = id.len == REPL_ID_LEN && r->prev_id[0] != '\0' &&
@@ -578,6 +579,8 @@ static void prop_record(struct server *srv, const struct journal_record *rec, ui
         repl_close_feeds(r, "a RESTORE: it resyncs in full to get the restored filter");
         return;
     }
+    if (!r->backlog_on)
+        return; /* no replica ever asked: none follows, and the first will sync in full */
     if (backlog_append(r->backlog, rec, offset) != 0)
         log_msg(LOG_ERROR, "replication: out of memory for the backlog: replicas resync in full");
     for (struct repl_feed *f = r->feeds; f != NULL; f = f->next) {
@@ -630,6 +633,7 @@ static int become_replica(struct repl *r, const char *host, const char *port)
     repl_link_stop(r);
     repl_close_feeds(r, "this server became a replica");
     srv->repl.role = SERVER_REPLICA;
+    r->backlog_on = true; /* once promoted, its siblings resume from what it applied */
     /* An IPv6 address in brackets, so that ROLE's <host>:<port> reads back as one. */
     snprintf(srv->repl.primary, sizeof srv->repl.primary,
              strchr(host, ':') != NULL ? "[%s]:%s" : "%s:%s", host, port);

@@ -25,6 +25,8 @@ struct repl {
     char prev_id[REPL_ID_LEN + 1]; /* the stream it followed before a promotion; "" none */
     uint64_t prev_offset;          /* where that one ended here */
     struct backlog *backlog;
+    bool backlog_on;                    /* records go to it: once a replica asked, or as a replica
+                                           (a primary never followed pays nothing per record) */
     struct repl_feed *feeds;            /* replicas connected to this server */
     struct repl_held *held, *held_tail; /* replies waiting for acknowledgements */
     struct event *hold_timer;           /* the oldest held reply's deadline */
