@@ -59,6 +59,11 @@ struct cli_buf *cli_conn_out(struct cli_conn *c)
     return &c->out;
 }
 
+struct cli_buf *cli_conn_in(struct cli_conn *c)
+{
+    return &c->in;
+}
+
 int cli_conn_timeout(const struct cli_conn *c)
 {
     return c->timeout_ms;

@@ -58,6 +58,9 @@ const char *cli_conn_error(const struct cli_conn *c);
 /* The output buffer: append requests here, then cli_conn_flush. */
 struct cli_buf *cli_conn_out(struct cli_conn *c);
 
+/* The input buffer: what cli_conn_fill read and cli_conn_line did not take (a data block). */
+struct cli_buf *cli_conn_in(struct cli_conn *c);
+
 /* The poll() events the connection waits for now (POLLIN, and POLLOUT with output). */
 short cli_conn_events(const struct cli_conn *c);
 

@@ -37,8 +37,25 @@ static struct cli_conn *completion_conn;
 static char **candidates; /* the words completion offers now */
 static size_t ncandidates, next_candidate;
 
+/* True if the first word of line[0..len) is word (any case). */
+static bool first_word_is(const char *line, size_t len, const char *word)
+{
+    size_t i = 0, n = strlen(word);
+    while (i < len && (line[i] == ' ' || line[i] == '\t'))
+        i++;
+    return len - i >= n && strncasecmp(line + i, word, n) == 0 &&
+           (len - i == n || line[i + n] == ' ' || line[i + n] == '\t' || line[i + n] == '\r');
+}
+
 int interactive_command(struct cli_conn *c, const char *line, size_t len, bool color)
 {
+    /* Their data blocks are binary and of any size: the dump and restore modes stream them. */
+    if (first_word_is(line, len, "DUMP") || first_word_is(line, len, "RESTORE")) {
+        bool dump = first_word_is(line, len, "DUMP");
+        cli_warn("%s carries a binary data block: use bloomd-cli %s", dump ? "DUMP" : "RESTORE",
+                 dump ? "dump FILTER FILE|-" : "restore FILTER FILE|- [--replace]");
+        return CLI_EXIT_ERROR;
+    }
     char *req = cli_alloc(NULL, len + 1);
     memcpy(req, line, len);
     req[len] = '\n';

@@ -1,8 +1,9 @@
 /*
  * main.c - bloomd-cli's options and modes: interactive (stdin a TTY, no command), one-shot
- * (a protocol command), bulk (add, check, dedup: lower-case words), --pipe, --stat, and a
- * script of commands on stdin. Options before the command are global; after a bulk word,
- * options may come anywhere; after a protocol command, every word is sent as it is.
+ * (a protocol command), bulk (add, check, dedup: lower-case words), dump and restore,
+ * --pipe, --stat, and a script of commands on stdin. Options before the command are
+ * global; after a lower-case word, options may come anywhere; after a protocol command,
+ * every word is sent as it is.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,6 +16,7 @@
 
 #include "cli/bulk.h"
 #include "cli/conn.h"
+#include "cli/dump.h"
 #include "cli/interactive.h"
 #include "cli/msg.h"
 #include "cli/pipe.h"
@@ -32,13 +34,15 @@ static const char usage_text[] =
     "       bloomd-cli [options] add FILTER [FILE...]   add one key per line\n"
     "       bloomd-cli [options] check FILTER [FILE]    0/1 per key, or --present/--absent lines\n"
     "       bloomd-cli [options] dedup FILTER [FILE]    print the lines whose key is new\n"
+    "       bloomd-cli [options] dump FILTER FILE|-     the filter's snapshot into FILE or stdout\n"
+    "       bloomd-cli [options] restore FILTER FILE|- [--replace]   a dump back into FILTER\n"
     "       bloomd-cli [options] --pipe < LINES         raw protocol lines, counted replies\n"
     "       bloomd-cli [options] --stat [SECONDS]       live figures, one line per interval\n"
     "       bloomd-cli [options] < COMMANDS             every reply of a script of commands\n"
     "\n"
     "Protocol commands are sent as written (case does not matter to the server, but the\n"
-    "lower-case words add, check and dedup are the bulk modes: write ADD, CHECK to send\n"
-    "those commands). FILE '-' or none is stdin.\n"
+    "lower-case words add, check, dedup, dump and restore are modes of bloomd-cli: write\n"
+    "ADD, CHECK to send those commands). FILE '-' or none is stdin.\n"
     "\n"
     "Connection (BLOOMD_URL is used when none of -h, -p, -u is given):\n"
     "  -h, --host HOST        server host (default 127.0.0.1)\n"
@@ -62,7 +66,14 @@ static const char usage_text[] =
     "      --absent           check: print the lines whose key is absent\n"
     "      --batch N          keys per request (default 500)\n"
     "      --depth N          requests in flight (default 64)\n"
-    "  -q, --quiet            no summary line (\"<n> keys, <new> new\") on stderr\n"
+    "  -q, --quiet            no summary line (\"<n> keys, <new> new\") or progress on stderr\n"
+    "\n"
+    "Dump and restore (the file is the snapshot format: <name>.bloom of a data dir):\n"
+    "      dump FILTER FILE   writes FILE.tmp, fsyncs it and renames it to FILE; '-': stdout\n"
+    "      restore FILTER FILE  sends FILE ('-': stdin, copied first into a temporary file\n"
+    "                         in $TMPDIR, default /tmp, as RESTORE needs the size); exit 1\n"
+    "                         on EXISTS or an error reply\n"
+    "      --replace          restore: take the place of an existing filter of that name\n"
     "\n"
     "Other modes:\n"
     "      --pipe             send stdin's lines as they are; print \"replies: N, errors: M\"\n"
@@ -89,6 +100,7 @@ enum {
     OPT_ABSENT,
     OPT_BATCH,
     OPT_DEPTH,
+    OPT_REPLACE,
     OPT_PIPE,
     OPT_STAT,
     OPT_COUNT,
@@ -113,6 +125,7 @@ static const struct option long_opts[] = {
     {"absent", no_argument, NULL, OPT_ABSENT},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"depth", required_argument, NULL, OPT_DEPTH},
+    {"replace", no_argument, NULL, OPT_REPLACE},
     {"quiet", no_argument, NULL, 'q'},
     {"pipe", no_argument, NULL, OPT_PIPE},
     {"stat", optional_argument, NULL, OPT_STAT},
@@ -128,6 +141,7 @@ struct options {
     const char *cacert, *token_file;
     double timeout;
     struct bulk_opts bulk;
+    bool replace;
     bool pipe, stat;
     double interval;
     unsigned long count;
@@ -219,6 +233,9 @@ static void parse(struct options *op, int argc, char **argv, bool posix)
             break;
         case OPT_DEPTH:
             op->bulk.depth = (unsigned)number_arg("--depth", optarg, 1, 10000);
+            break;
+        case OPT_REPLACE:
+            op->replace = true;
             break;
         case 'q':
             op->bulk.quiet = true;
@@ -389,6 +406,10 @@ static int bulk(struct options *op, const struct cli_conn_opts *co, int argc, ch
                  word, b->filter);
         return CLI_EXIT_ERROR;
     }
+    if (op->replace) {
+        cli_warn("--replace is an option of restore");
+        return CLI_EXIT_ERROR;
+    }
     if (b->only != 0 && b->mode != BULK_CHECK) {
         cli_warn("--present and --absent are options of check");
         return CLI_EXIT_ERROR;
@@ -407,6 +428,39 @@ static int bulk(struct options *op, const struct cli_conn_opts *co, int argc, ch
     return rc;
 }
 
+/* dump or restore: argv[0] is the word, argv[1..] its arguments with the options taken out. */
+static int dump_restore(const struct options *op, const struct cli_conn_opts *co, int argc,
+                        char **argv)
+{
+    bool is_dump = strcmp(argv[0], "dump") == 0;
+    if (argc != 3) {
+        cli_warn("usage: bloomd-cli %s",
+                 is_dump ? "dump FILTER FILE|-" : "restore FILTER FILE|- [--replace]");
+        return CLI_EXIT_ERROR;
+    }
+    if (!cli_name_valid(argv[1])) {
+        cli_warn("%s: invalid filter name '%s' (1..128 of A-Z a-z 0-9 . _ -, not starting "
+                 "with .)",
+                 argv[0], argv[1]);
+        return CLI_EXIT_ERROR;
+    }
+    if (is_dump && op->replace) {
+        cli_warn("--replace is an option of restore");
+        return CLI_EXIT_ERROR;
+    }
+    struct dump_opts d = {.filter = argv[1],
+                          .path = argv[2],
+                          .replace = op->replace,
+                          .progress = !op->bulk.quiet && isatty(STDERR_FILENO)};
+    struct cli_conn *c;
+    int rc = connect_or_exit(co, &c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = is_dump ? dump_run(c, &d) : restore_run(c, &d);
+    cli_conn_free(c);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -421,7 +475,8 @@ int main(int argc, char **argv)
     argv += optind;
     bool is_bulk = argc > 0 && (strcmp(argv[0], "add") == 0 || strcmp(argv[0], "check") == 0 ||
                                 strcmp(argv[0], "dedup") == 0);
-    if (is_bulk) { /* options may come anywhere after the bulk word: parse them out */
+    bool is_dump = argc > 0 && (strcmp(argv[0], "dump") == 0 || strcmp(argv[0], "restore") == 0);
+    if (is_bulk || is_dump) { /* options may come anywhere after the word: parse them out */
         optind = 0;
         parse(&op, argc, argv, false);
         argv[optind - 1] = argv[0];
@@ -453,10 +508,8 @@ int main(int argc, char **argv)
         }
     } else if (is_bulk) {
         rc = bulk(&op, &co, argc, argv);
-    } else if (argc > 0 && (strcmp(argv[0], "dump") == 0 || strcmp(argv[0], "restore") == 0)) {
-        cli_warn("%s needs a server with DUMP/RESTORE, which this bloomd does not have yet",
-                 argv[0]);
-        rc = CLI_EXIT_ERROR;
+    } else if (is_dump) {
+        rc = dump_restore(&op, &co, argc, argv);
     } else if (argc > 0) {
         rc = one_shot(&co, argc, argv);
     } else if (isatty(STDIN_FILENO)) {

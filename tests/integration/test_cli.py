@@ -101,8 +101,10 @@ def test_one_shot_version_and_exit_codes(bloomd):
     assert r.returncode == 0 and r.stdout.startswith(b"bloomd-cli ")
     r = cli(None, "--no-such-option", port=False)
     assert r.returncode == 1
-    r = cli(bloomd, "dump", "f", "-")
-    assert r.returncode == 1 and b"needs a server with DUMP/RESTORE" in r.stderr
+    r = cli(bloomd, "dump", "nosuch", "-")
+    assert r.returncode == 1 and r.stdout == b"" and b"NOT_FOUND" in r.stderr, r
+    r = cli(bloomd, "DUMP", "f")  # a binary block: the dump mode's job, not a reply to print
+    assert r.returncode == 1 and r.stdout == b"" and b"use bloomd-cli dump" in r.stderr, r
 
 
 def test_bloomd_url_and_auth(daemon_factory, tmp_path):
@@ -372,6 +374,18 @@ def test_tls(daemon_factory, tmp_path):
     assert r.returncode == 2 and b"certificate verify failed" in r.stderr, r
     r = cli(d, "-p", str(port), "--tls", "--insecure", "CHECK", "t", "a", port=False)
     assert (r.returncode, r.stdout) == (0, b"1\n"), r
+    # dump and restore through TLS: a few MB each way, in pieces.
+    r = cli(d, "add", "big", "--create", "capacity=2000000 error=0.001",
+            input=b"".join(b"k%d\n" % i for i in range(1000)))
+    assert r.returncode == 0, r
+    tls = ["-p", str(port), "--tls", "--cacert", str(ca.cert)]
+    r = cli(d, *tls, "dump", "big", str(tmp_path / "big.dump"), port=False)
+    assert r.returncode == 0 and (tmp_path / "big.dump").stat().st_size > 2 << 20, r
+    r = cli(d, *tls, "restore", "big2", str(tmp_path / "big.dump"), port=False)
+    assert (r.returncode, r.stdout) == (0, b"RESTORED\n"), r
+    r = cli(d, *tls, "dump", "big2", "-", port=False)  # the same bits; the 40-byte header
+    assert r.returncode == 0, r.stderr                 # holds the copy's journal position
+    assert r.stdout[40:] == (tmp_path / "big.dump").read_bytes()[40:]
 
 
 # ---- interactive, through tmux ----
@@ -511,6 +525,200 @@ def test_progress_line_on_a_tty(bloomd, tmux_cli, tmp_path):
     s = t.wait_for(r"^EXIT=0$", timeout=TIMEOUT)
     assert re.search(r"^100000 keys, \d+ new$", s, re.M), s
     assert "keys/s" not in s  # the progress line was cleared
+
+
+# ---- dump and restore ----
+
+DUMP_KINDS = {
+    # name: (CREATE options, keys): each grows past its first stage or table
+    "grown": ("capacity=2000 error=0.01", 20000),
+    "linear": ("capacity=3000 error=0.001 growth=linear", 12000),
+    "windowed": ("capacity=5000 window=1h generations=3", 8000),
+    "expandable": ("capacity=2000 kind=expandable", 15000),
+}
+
+
+def filter_info(c, name):
+    """INFO without the fields naming the filter or its last snapshot; estimates rounded to
+    12 digits (the expandable kind sums its estimated_error again after a decode)."""
+    out = c.stats("INFO " + name)
+    for k in ("name", "snapshot_time"):
+        out.pop(k, None)
+    for k, v in out.items():
+        if "." in v or "e-" in v:
+            try:
+                out[k] = "%.12g" % float(v)
+            except ValueError:
+                pass
+    return out
+
+
+def test_dump_restore_every_kind_through_files(daemon_factory, tmp_path):
+    a, b = daemon_factory(), daemon_factory()
+    with a.client() as ca, b.client() as cb:
+        for name, (opts, n) in DUMP_KINDS.items():
+            keys = ["%s-%d" % (name, i) for i in range(n)]
+            assert ca.cmd("CREATE %s %s" % (name, opts)) == "CREATED"
+            ca.add(name, keys)
+            path = tmp_path / (name + ".dump")
+            r = cli(a, "dump", name, str(path))
+            assert (r.returncode, r.stdout, r.stderr) == (0, b"", b""), r
+            assert not Path(str(path) + ".tmp").exists()
+            assert path.read_bytes()[:8] == b"BLOOMD\0\0"
+            r = cli(b, "restore", name, str(path))
+            assert (r.returncode, r.stdout) == (0, b"RESTORED\n"), (name, r)
+            assert all(cb.check(name, keys)), name
+            assert filter_info(cb, name) == filter_info(ca, name), name
+        # Onto an existing name: EXISTS and exit 1 without --replace; --replace takes its place.
+        r = cli(b, "restore", "linear", str(tmp_path / "grown.dump"))
+        assert (r.returncode, r.stdout) == (1, b"EXISTS\n"), r
+        assert filter_info(cb, "linear") == filter_info(ca, "linear")
+        r = cli(b, "restore", "--replace", "linear", str(tmp_path / "grown.dump"))
+        assert (r.returncode, r.stdout) == (0, b"RESTORED\n"), r
+        assert filter_info(cb, "linear") == filter_info(ca, "grown")
+        # '-': the dump on stdout is the file's bytes; restore from a pipe (spooled to a
+        # temporary file first) and from stdin redirected from a file.
+        data = (tmp_path / "windowed.dump").read_bytes()
+        r = cli(a, "dump", "windowed", "-")
+        assert r.returncode == 0 and r.stdout == data, (r.returncode, r.stderr)
+        r = cli(b, "restore", "piped", "-", input=data)
+        assert (r.returncode, r.stdout) == (0, b"RESTORED\n"), r
+        with open(tmp_path / "windowed.dump", "rb") as f:
+            r = subprocess.run([CLI, "-p", str(b.port), "restore", "redirected", "-"], stdin=f,
+                               capture_output=True, timeout=TIMEOUT, env=clean_env())
+        assert (r.returncode, r.stdout) == (0, b"RESTORED\n"), r
+        keys = ["windowed-%d" % i for i in range(DUMP_KINDS["windowed"][1])]
+        for name in ("piped", "redirected"):
+            assert all(cb.check(name, keys)), name
+            assert filter_info(cb, name) == filter_info(ca, "windowed"), name
+    # Usage errors and an unreachable server.
+    r = cli(a, "dump", "grown")
+    assert r.returncode == 1 and b"usage: bloomd-cli dump FILTER FILE|-" in r.stderr, r
+    r = cli(a, "dump", "grown", str(tmp_path / "x"), "--replace")
+    assert r.returncode == 1 and not (tmp_path / "x").exists(), r
+    r = cli(a, "restore", "grown", str(tmp_path / "missing.dump"))
+    assert r.returncode == 1 and b"No such file" in r.stderr, r
+    r = cli(None, "-p", str(free_port()), "restore", "g", str(tmp_path / "grown.dump"))
+    assert r.returncode == 2 and b"Connection refused" in r.stderr, r
+    r = cli(None, "-p", str(free_port()), "dump", "g", str(tmp_path / "y"))
+    assert r.returncode == 2 and not (tmp_path / "y").exists(), r
+
+
+def test_dump_file_loads_from_a_data_dir(daemon_factory, tmp_path):
+    a = daemon_factory()
+    keys = ["k%d" % i for i in range(5000)]
+    with a.client() as ca:
+        assert ca.cmd("CREATE src capacity=1000") == "CREATED"
+        ca.add("src", keys)
+        want = filter_info(ca, "src")
+    d = tmp_path / "copy"
+    d.mkdir()
+    r = cli(a, "dump", "src", str(d / "copied.bloom"))
+    assert r.returncode == 0, r
+    assert (d / "copied.bloom").read_bytes() == (a.data_dir / "src.bloom").read_bytes()
+    c = daemon_factory(data_dir=d)
+    with c.client() as cc:
+        assert cc.names() == ["copied"]
+        assert all(cc.check("copied", keys))
+        assert filter_info(cc, "copied") == want
+
+
+def test_restore_flipped_byte_is_refused(daemon_factory, tmp_path):
+    a, b = daemon_factory(), daemon_factory()
+    with a.client() as ca:
+        assert ca.cmd("CREATE f capacity=5000") == "CREATED"
+        ca.add("f", ["k%d" % i for i in range(3000)])
+    path = tmp_path / "f.dump"
+    assert cli(a, "dump", "f", str(path)).returncode == 0
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    r = cli(b, "restore", "f", str(path))
+    assert r.returncode == 1 and r.stdout.startswith(b"CLIENT_ERROR bad dump ("), r
+    with b.client() as cb:
+        assert cb.names() == []
+
+
+def test_dump_restore_stream_in_bounded_memory(daemon_factory, tmp_path):
+    """A ~36 MB dump and its restore through the release build: the client's peak RSS stays
+    far below the dump's size (it reads and writes in chunks)."""
+    rel = REPO / "build" / "bloomd-cli"
+    if not os.access(rel, os.X_OK):
+        pytest.skip("needs the release build/bloomd-cli (make build/bloomd-cli)")
+    a, b = daemon_factory(), daemon_factory()
+    with a.client() as ca:
+        assert ca.cmd("CREATE big capacity=20000000 error=0.001") == "CREATED"
+        ca.add("big", ["k%d" % i for i in range(20000)])
+
+    def run(*args):
+        """Runs the release cli; returns (exit status, stdout, stderr, seconds, peak RSS kB).
+        The peak is VmHWM of /proc/PID/status, sampled while it runs (wait4's ru_maxrss
+        would count the forked pytest before the exec)."""
+        t0 = time.monotonic()
+        with open(tmp_path / "out", "wb+") as out, open(tmp_path / "err", "wb+") as err:
+            p = subprocess.Popen([str(rel)] + list(args), stdout=out, stderr=err,
+                                 env=clean_env())
+            deadline = t0 + TIMEOUT
+            hwm = 0
+            while True:
+                try:
+                    m = re.search(r"^VmHWM:\s+(\d+) kB",
+                                  Path("/proc/%d/status" % p.pid).read_text(), re.M)
+                    hwm = max(hwm, int(m.group(1))) if m else hwm
+                except OSError:
+                    pass
+                pid, status = os.waitpid(p.pid, os.WNOHANG)
+                if pid == p.pid:
+                    break
+                if time.monotonic() > deadline:
+                    p.kill()
+                    os.waitpid(p.pid, 0)
+                    pytest.fail("bloomd-cli %s took over %d s" % (args, TIMEOUT))
+                time.sleep(0.005)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            return p.returncode, out.read(), err.read(), time.monotonic() - t0, hwm
+
+    path = tmp_path / "big.dump"
+    rc, _, err, dump_s, dump_kb = run("-p", str(a.port), "dump", "big", str(path))
+    assert rc == 0, err
+    size = path.stat().st_size
+    assert size > 30 << 20
+    rc, out, err, restore_s, restore_kb = run("-p", str(b.port), "restore", "big2", str(path))
+    assert (rc, out) == (0, b"RESTORED\n"), err
+    print("\ndump of %.1f MB: dump %.2f s, peak RSS %d kB; restore %.2f s, peak RSS %d kB" %
+          (size / 1e6, dump_s, dump_kb, restore_s, restore_kb))
+    assert 0 < dump_kb < 16 << 10 and 0 < restore_kb < 16 << 10, (dump_kb, restore_kb)
+    with b.client() as cb:
+        assert cb.check("big2", ["k0", "k19999"]) == [True, True]
+
+
+def test_dump_progress_line_on_a_tty(bloomd, tmux_cli, tmp_path):
+    with bloomd.client() as c:
+        assert c.cmd("CREATE prog capacity=2000000 error=0.001") == "CREATED"
+        c.add("prog", ["k%d" % i for i in range(1000)])
+    want = cli(bloomd, "dump", "prog", "-").stdout
+    assert len(want) > 2 << 20
+    # stdout into a reader taking ~1 MB/s, so that the dump lasts seconds; stderr is the pane.
+    reader = tmp_path / "slow_reader.py"
+    reader.write_text("import sys, time\n"
+                      "out = open(sys.argv[1], 'wb')\n"
+                      "while True:\n"
+                      "    b = sys.stdin.buffer.read(64 << 10)\n"
+                      "    if not b:\n"
+                      "        break\n"
+                      "    out.write(b)\n"
+                      "    time.sleep(0.06)\n"
+                      "out.close()\n"
+                      "print('READER_DONE')\n")
+    got = tmp_path / "got.dump"
+    t = tmux_cli(["-p", str(bloomd.port), "dump", "prog", "-", "|", "/usr/bin/python3",
+                  str(reader), str(got)], after="; sleep 120")
+    t.wait_for(r"^\d+ of %d bytes dumped, \d+\.\d%%, [\d.]+ MB/s$" % len(want), timeout=60)
+    s = t.wait_for(r"^READER_DONE$", timeout=TIMEOUT)
+    assert "bytes dumped" not in s  # the progress line was cleared
+    assert got.read_bytes() == want
 
 
 # ---- installing ----
