@@ -479,3 +479,31 @@ def test_loadchunk_corrupted_installs_nothing(daemon_factory):
     # After all that, a good load of the same chunks installs.
     loadchunks(rb, "flipped", chunks)
     assert all_present(rb, "flipped", keys)
+
+
+def test_loadchunk_restarts_and_limits(daemon_factory):
+    # A small max_line on the dumping side: 15 KiB chunks, several of them.
+    (a, pa) = resp_daemon(daemon_factory, args=["--max-line", "16384"])
+    (b, pb) = resp_daemon(daemon_factory)
+    ra, rb = rclient(pa), rclient(pb)
+    keys = ["k-%d" % i for i in range(20000)]
+    add_keys(a, "f", "capacity=2000 error=0.01", keys)
+    chunks = scandump(ra, "f")
+    assert len(chunks) >= 4 and max(len(d) for _, d in chunks) <= 16384 - 1024
+    # Past the end: RedisBloom's end of iteration.
+    last_it, _ = chunks[-1]
+    assert ra.bf().scandump("f", last_it + 1000) == [0, b""]
+    # A header again starts the key's load over; the abandoned half is dropped.
+    rb.bf().loadchunk("g", *chunks[0])
+    rb.bf().loadchunk("g", *chunks[1])
+    loadchunks(rb, "g", chunks)
+    assert all_present(rb, "g", keys)
+    # At most 8 loads at once: the ninth header is refused until one ends.
+    for i in range(8):
+        rb.bf().loadchunk("p%d" % i, *chunks[0])
+    with pytest.raises(redis.ResponseError, match="too many BF.LOADCHUNK loads"):
+        rb.bf().loadchunk("p8", *chunks[0])
+    loadchunks(rb, "p0", chunks[1:])  # completes p0's load: its slot is free again
+    loadchunks(rb, "p8", chunks)
+    assert all_present(rb, "p0", keys) and all_present(rb, "p8", keys)
+    assert rb.exists("p1") == 0  # a load in progress is not a key yet
