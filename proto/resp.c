@@ -491,6 +491,32 @@ static void map_insert(const struct resp_command *cmd, struct resp_mapped *m,
     keys_from(cmd, items, &m->req);
 }
 
+/*
+ * BF.SCANDUMP key iter and BF.LOADCHUNK key iter data, as DUMP requests in chunks (the
+ * encoding is server/exec/dump.h's): data_len is iter + 1 for SCANDUMP; for LOADCHUNK
+ * replace is set, data_len is iter (>= 1) and args the chunk's bytes.
+ */
+static void map_chunk(const struct resp_command *cmd, struct resp_mapped *m, bool load)
+{
+    uint64_t iter = 0;
+    m->req.cmd = PROTO_CMD_DUMP;
+    if (proto_parse_u64(cmd->argv[2].ptr, cmd->argv[2].len, &iter) != 0 || iter == UINT64_MAX) {
+        m->why = "ERR Second argument must be numeric";
+        return;
+    }
+    if (!load) {
+        m->req.data_len = iter + 1;
+        return;
+    }
+    if (iter == 0) {
+        m->why = "ERR received bad data";
+        return;
+    }
+    m->req.replace = true;
+    m->req.data_len = iter;
+    m->req.args = cmd->argv[3];
+}
+
 void resp_map(const struct resp_command *cmd, struct resp_mapped *m)
 {
     memset(&m->req, 0, sizeof m->req);
@@ -556,6 +582,10 @@ void resp_map(const struct resp_command *cmd, struct resp_mapped *m)
         break;
     case RESP_OP_BF_CARD:
         m->req.cmd = PROTO_CMD_INFO;
+        break;
+    case RESP_OP_BF_SCANDUMP:
+    case RESP_OP_BF_LOADCHUNK:
+        map_chunk(cmd, m, e->op == RESP_OP_BF_LOADCHUNK);
         break;
     case RESP_OP_DEL:
         m->req.cmd = PROTO_CMD_DROP;
@@ -650,6 +680,11 @@ void resp_reply_bulk(struct proto_buf *b, const char *p, size_t n)
     header(b, '$', n);
     proto_buf_append(b, p, n);
     proto_buf_append(b, "\r\n", 2);
+}
+
+void resp_reply_bulk_head(struct proto_buf *b, uint64_t n)
+{
+    header(b, '$', n);
 }
 
 void resp_reply_bulk_str(struct proto_buf *b, const char *s)

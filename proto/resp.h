@@ -99,7 +99,7 @@ enum resp_op {
     RESP_OP_BF_INSERT,   /* req: CHECKADD; create (CREATE with create) unless nocreate */
     RESP_OP_BF_INFO,     /* req: INFO; info_field */
     RESP_OP_BF_CARD,     /* req: INFO (its items; a missing filter: 0) */
-    RESP_OP_BF_SCANDUMP, /* not served yet */
+    RESP_OP_BF_SCANDUMP, /* req: DUMP of a chunk; BF.LOADCHUNK: with replace (dump.h) */
     RESP_OP_BF_LOADCHUNK,
     RESP_OP_DEL,     /* DEL, UNLINK: req DROP of argv[1]; every argument is a name */
     RESP_OP_EXISTS,  /* every argument is a name */
@@ -163,6 +163,8 @@ void resp_reply_errorf2(struct proto_buf *b, const char *lead, const char *text)
 void resp_reply_int(struct proto_buf *b, int64_t v);
 void resp_reply_bulk(struct proto_buf *b, const char *p, size_t n);
 void resp_reply_bulk_str(struct proto_buf *b, const char *s);
+/* "$n\r\n" alone: the caller sends the n bytes and their "\r\n" (a streamed body). */
+void resp_reply_bulk_head(struct proto_buf *b, uint64_t n);
 void resp_reply_null(struct proto_buf *b, int ver);               /* "$-1" or "_" */
 void resp_reply_array(struct proto_buf *b, size_t n);             /* "*n", then n values */
 void resp_reply_map(struct proto_buf *b, size_t npairs, int ver); /* "%n" or "*2n" */

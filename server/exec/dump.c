@@ -12,6 +12,7 @@
  */
 #include "server/exec/dump.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -73,6 +74,9 @@ struct dump {
     bool closed;             /* the owner closed the body */
     size_t tail_sent;        /* bytes of the "\r\n" after the file handed out */
     int err;                 /* errno of the job, 0 if none */
+    bool scan;               /* BF.SCANDUMP: one chunk (dump.h), not the whole file */
+    uint64_t iter;           /* its iterator: 0 the header, else the offset + 1 */
+    size_t bound;            /* its chunk's bytes at most */
 };
 
 static void dump_release(struct dump *d)
@@ -201,6 +205,23 @@ static void open_run(struct job *j)
         return;
     }
     d->size = (uint64_t)sb.st_size;
+    if (!d->scan)
+        return;
+    if (d->iter == 0) {
+        /* The header: what the loading side needs before the bytes, no read. */
+        unsigned char *h = d->cur;
+        memset(h, 0, DUMP_CHUNK_HEADER);
+        memcpy(h, "bloomdSC", 8);
+        h[8] = 1;
+        for (int i = 0; i < 8; i++)
+            h[16 + i] = (unsigned char)(d->size >> (8 * i));
+        d->cur_len = DUMP_CHUNK_HEADER;
+        d->read_at = d->size;
+        return;
+    }
+    uint64_t from = d->iter - 1 < d->size ? d->iter - 1 : d->size;
+    d->read_at = from;
+    d->size = d->size - from > d->bound ? from + d->bound : d->size;
 }
 
 /* The open job's end: the owner's reference too when open_done was skipped (stopping). */
@@ -230,7 +251,7 @@ static void open_done(struct job *j)
     struct result r;
     result_init(&r);
     r.status = RESULT_DUMP;
-    r.count = d->size;
+    r.count = d->scan && d->iter == 0 ? DUMP_CHUNK_HEADER : d->size - d->read_at;
     kick(d); /* the first chunk is read while the reply line goes out */
     completion_finish_body(later, &r, &d->body);
     result_free(&r);
@@ -255,9 +276,22 @@ static void dump_flushed(void *arg, int err, const char *why)
     post_job(d, &d->open, open_run, open_done, open_free);
 }
 
+size_t dump_chunk_bound(const struct server *srv)
+{
+    size_t m = srv->cfg.max_line;
+    size_t b = m > 4096 ? m - 1024 : m / 2; /* room for LOADCHUNK's framing and name */
+    b = b < DUMP_CHUNK_MAX ? b : DUMP_CHUNK_MAX;
+    return b > 0 ? b : 1;
+}
+
+static bool load_chunk(struct server *srv, const struct proto_request *req, struct result *res,
+                       struct completion *later);
+
 bool dump_execute(struct server *srv, const struct proto_request *req, struct result *res,
                   struct completion *later)
 {
+    if (req->replace)
+        return load_chunk(srv, req, res, later);
     if (srv->snap == NULL || later == NULL || srv->lanes[JOBS_QUICK] == NULL) {
         result_set(res, RESULT_SERVER_ERROR, "snapshots are not running");
         return false;
@@ -291,6 +325,15 @@ bool dump_execute(struct server *srv, const struct proto_request *req, struct re
     atomic_init(&d->refs, 1);
     memcpy(d->name, req->name.ptr, req->name.len);
     d->name[req->name.len] = '\0';
+    d->scan = req->data_len != 0;
+    d->iter = d->scan ? req->data_len - 1 : 0;
+    d->bound = dump_chunk_bound(srv);
+    if (d->scan && d->iter > 0) {
+        /* A later chunk: the file the first call's FLUSH wrote, not a new one. */
+        filter_unref(f);
+        post_job(d, &d->open, open_run, open_done, open_free);
+        return true;
+    }
     int rc = snapshot_flush_owned(srv->snap, f, dump_flushed, dump_dropped, d);
     filter_unref(f);
     if (rc != 0) {
@@ -421,14 +464,14 @@ static void fault_more(struct restore *r)
     jobs_post(r->srv->lanes[JOBS_QUICK], &fj->job);
 }
 
-struct restore *restore_begin(struct server *srv, struct stats *st, const struct proto_request *req,
-                              struct result *res, struct completion *later)
+/* restore_begin's checks and block; pieces: BF.LOADCHUNK's (later comes at the end, and
+ * each request's chunk, bounded, is faulted in on the loop as it is copied). */
+static struct restore *restore_open(struct server *srv, const struct proto_request *req,
+                                    struct result *res, struct completion *later, bool pieces)
 {
-    st->commands++;
-    st->cmd[req->cmd]++;
     if (mutate_check(srv, res) != 0)
         return NULL;
-    if (later == NULL || srv->lanes[JOBS_LONG] == NULL) {
+    if ((later == NULL && !pieces) || srv->lanes[JOBS_LONG] == NULL) {
         result_set(res, RESULT_SERVER_ERROR, "background jobs are not running");
         return NULL;
     }
@@ -478,11 +521,19 @@ struct restore *restore_begin(struct server *srv, struct stats *st, const struct
     memcpy(r->name, req->name.ptr, req->name.len);
     r->name[req->name.len] = '\0';
     r->name_len = req->name.len;
-    if (srv->lanes[JOBS_QUICK] != NULL && n > RESTORE_FAULT_STEP)
+    if (!pieces && srv->lanes[JOBS_QUICK] != NULL && n > RESTORE_FAULT_STEP)
         fault_more(r);
     else
-        r->ready = r->size; /* small: faulted on the loop as it comes */
+        r->ready = r->size; /* small, or in pieces: faulted on the loop as it comes */
     return r;
+}
+
+struct restore *restore_begin(struct server *srv, struct stats *st, const struct proto_request *req,
+                              struct result *res, struct completion *later)
+{
+    st->commands++;
+    st->cmd[req->cmd]++;
+    return restore_open(srv, req, res, later, false);
 }
 
 void restore_set_wake(struct restore *r, void (*wake)(void *owner), void *owner)
@@ -700,4 +751,104 @@ void restore_end(struct restore *r)
     r->t_end = clock_mono_ms();
     r->job = (struct job){.run = decode_run, .done = decode_done, .free = decode_free};
     jobs_post(r->srv->lanes[JOBS_LONG], &r->job);
+}
+
+/* ---- BF.LOADCHUNK ---- */
+
+/* A load in progress: its restore takes the chunks (loop thread only). */
+struct chunk_load {
+    struct restore *r; /* NULL: the slot is free */
+    uint64_t used_ms;  /* clock_mono_ms of its last chunk */
+};
+
+static struct chunk_load loads[DUMP_LOADS];
+
+static void load_drop(struct chunk_load *l)
+{
+    restore_abort(l->r);
+    l->r = NULL;
+}
+
+static struct chunk_load *load_of(struct proto_slice name)
+{
+    for (size_t i = 0; i < DUMP_LOADS; i++)
+        if (loads[i].r != NULL && loads[i].r->name_len == name.len &&
+            memcmp(loads[i].r->name, name.ptr, name.len) == 0)
+            return &loads[i];
+    return NULL;
+}
+
+static bool load_refuse(struct result *res, const char *why)
+{
+    result_set_copy(res, RESULT_CLIENT_ERROR, why, strlen(why));
+    return false;
+}
+
+static bool load_chunk(struct server *srv, const struct proto_request *req, struct result *res,
+                       struct completion *later)
+{
+    uint64_t now = clock_mono_ms(), iter = req->data_len;
+    const unsigned char *p = (const unsigned char *)req->args.ptr;
+    size_t len = req->args.len;
+    for (size_t i = 0; i < DUMP_LOADS; i++)
+        if (loads[i].r != NULL && now - loads[i].used_ms > DUMP_LOAD_IDLE_MS)
+            load_drop(&loads[i]); /* its client went away: the budget gets its bytes back */
+    struct chunk_load *l = load_of(req->name);
+    if (iter == 1) {
+        if (l != NULL)
+            load_drop(l); /* a header again: the load starts over */
+        if (len != DUMP_CHUNK_HEADER || memcmp(p, "bloomdSC", 8) != 0)
+            return load_refuse(res, "bad data chunk (not a BF.SCANDUMP header of bloomd)");
+        if (p[8] != 1 || p[9] != 0 || p[10] != 0 || p[11] != 0)
+            return load_refuse(res, "bad data chunk (a BF.SCANDUMP header of a later version)");
+        uint64_t total = 0;
+        for (int i = 0; i < 8; i++)
+            total |= (uint64_t)p[16 + i] << (8 * i);
+        struct chunk_load *free_slot = NULL;
+        for (size_t i = 0; i < DUMP_LOADS && free_slot == NULL; i++)
+            if (loads[i].r == NULL)
+                free_slot = &loads[i];
+        if (free_slot == NULL) {
+            result_set(res, RESULT_SERVER_ERROR, "too many BF.LOADCHUNK loads in progress");
+            return false;
+        }
+        struct proto_request rq = {.cmd = PROTO_CMD_RESTORE, .name = req->name, .data_len = total};
+        struct restore *r = restore_open(srv, &rq, res, NULL, true);
+        if (r == NULL)
+            return false; /* EXISTS, too large, out of budget, read only */
+        *free_slot = (struct chunk_load){.r = r, .used_ms = now};
+        result_set(res, RESULT_OK, NULL);
+        return false;
+    }
+    if (l == NULL)
+        return load_refuse(res, "bad data chunk (no load of this key: its header chunk, "
+                                "iter 1, comes first)");
+    struct restore *r = l->r;
+    if (iter - 1 < len || iter - 1 - len != r->have || len > r->size - r->have || len == 0) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "bad data chunk (%zu bytes ending at iter %llu; the load has %llu of %llu)", len,
+                 (unsigned long long)iter, (unsigned long long)r->have,
+                 (unsigned long long)r->size);
+        load_drop(l);
+        return load_refuse(res, why);
+    }
+    size_t n = restore_feed(r, req->args.ptr, len);
+    assert(n == len); /* in pieces, the whole block is ready at once */
+    (void)n;
+    l->used_ms = now;
+    if (r->have < r->size) {
+        result_set(res, RESULT_OK, NULL);
+        return false;
+    }
+    (void)restore_feed(r, "\r\n", 2); /* the block's end, as RESTORE's client sends */
+    l->r = NULL;
+    if (later == NULL) {
+        restore_abort(r);
+        result_set(res, RESULT_SERVER_ERROR, "background jobs are not running");
+        return false;
+    }
+    r->later = later;
+    restore_end(r);
+    return true;
 }

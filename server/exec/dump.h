@@ -29,6 +29,35 @@ struct completion;
 bool dump_execute(struct server *srv, const struct proto_request *req, struct result *res,
                   struct completion *later);
 
+/*
+ * BF.SCANDUMP and BF.LOADCHUNK (RESP, proto/resp.h) are DUMP requests in chunks, the same
+ * file and the same restore, with RedisBloom's iterator: a byte offset + 1.
+ *
+ * SCANDUMP (req->data_len = iter + 1): iter 0 FLUSHes the filter and gets the header
+ * chunk (DUMP_CHUNK_HEADER bytes: "bloomdSC", u32 version 1, u32 reserved, u64 total
+ * file size, little-endian); iter k > 0 gets the file's bytes from offset k - 1, at most
+ * dump_chunk_bound(); past the end, 0 bytes. The result is RESULT_DUMP (count: bytes in
+ * the body), or an error as DUMP's. The next iter is 1 after the header, k + count after
+ * a chunk, 0 after an empty one. Calls after iter 0 read the file as it is then: a
+ * snapshot written between them (the filter changed) mixes two files, which the loading
+ * side's decode refuses (checksums), so the client starts over.
+ *
+ * LOADCHUNK (req->replace set; req->data_len = iter >= 1; req->args = the chunk's bytes,
+ * copied during the call): iter 1 is a header: it starts a load of the name (EXISTS if
+ * the name exists; the budget takes the total size at once, as RESTORE's block, and a
+ * header again restarts it). A chunk goes at offset iter - 1 - len and must follow the
+ * previous one. RESULT_OK until the total size is in; the last chunk's request is
+ * pending and answers as RESTORE does. A load idle DUMP_LOAD_IDLE_MS is dropped (its
+ * memory given back) at the next LOADCHUNK; at most DUMP_LOADS run at once.
+ */
+#define DUMP_CHUNK_HEADER 24
+#define DUMP_CHUNK_MAX ((size_t)16 << 20)
+#define DUMP_LOADS 8
+#define DUMP_LOAD_IDLE_MS 60000
+
+/* A SCANDUMP chunk's bound: 16 MiB, or less so that its LOADCHUNK fits max_line. */
+size_t dump_chunk_bound(const struct server *srv);
+
 /* A RESTORE taking its data block. */
 struct restore;
 

@@ -48,12 +48,16 @@ struct redis_state {
 
 /* What format_parked needs of a parked request. */
 struct redis_ctx {
-    unsigned char shape; /* enum resp_shape, or REDIS_SHAPE_AUTH */
+    unsigned char shape; /* enum resp_shape, or a REDIS_SHAPE_* */
     unsigned char ver;
     uint32_t nkeys;
+    uint64_t iter; /* BF.SCANDUMP's */
 };
+_Static_assert(sizeof(struct redis_ctx) <= CONN_CTX_MAX, "a parked request keeps redis_ctx");
 
-#define REDIS_SHAPE_AUTH 200 /* AUTH: +OK, else WRONGPASS */
+#define REDIS_SHAPE_AUTH 200      /* AUTH: +OK, else WRONGPASS */
+#define REDIS_SHAPE_SCANDUMP 201  /* RESULT_DUMP of a chunk: [next iter, its bytes (streamed)] */
+#define REDIS_SHAPE_LOADCHUNK 202 /* RESULT_OK or RESTORED: +OK */
 
 static struct redis_state *state_of(struct conn *c)
 {
@@ -79,6 +83,24 @@ static void format(struct proto_buf *b, const struct redis_ctx *x, const struct 
             resp_reply_result_error(b, r);
         return;
     }
+    if (x->shape == REDIS_SHAPE_SCANDUMP && !r->failed && r->status == RESULT_DUMP) {
+        /* RedisBloom's iterator: 1 after the header, offset + 1 after a chunk, 0 at the end;
+         * the chunk's bytes and their "\r\n" follow as the body (server/exec/dump.h). */
+        uint64_t next = x->iter == 0 ? 1 : r->count == 0 ? 0 : x->iter + r->count;
+        resp_reply_array(b, 2);
+        resp_reply_int(b, (int64_t)next);
+        resp_reply_bulk_head(b, r->count);
+        return;
+    }
+    if (x->shape == REDIS_SHAPE_LOADCHUNK && !r->failed &&
+        (r->status == RESULT_OK || r->status == RESULT_RESTORED)) {
+        resp_reply_simple(b, "OK");
+        return;
+    }
+    if (x->shape == REDIS_SHAPE_SCANDUMP || x->shape == REDIS_SHAPE_LOADCHUNK) {
+        resp_reply_result_error(b, r);
+        return;
+    }
     resp_format_result(b, (enum resp_shape)x->shape, x->nkeys, r);
 }
 
@@ -90,11 +112,13 @@ static void format_parked(struct proto_buf *out, const void *ctx, const struct r
 }
 
 /* Runs req and replies in shape, now or once it completes (parked). */
-static void execute(struct conn *c, const struct proto_request *req, unsigned shape, size_t nkeys)
+static void execute_iter(struct conn *c, const struct proto_request *req, unsigned shape,
+                         size_t nkeys, uint64_t iter)
 {
     struct redis_ctx x = {.shape = (unsigned char)shape,
                           .ver = state_of(c)->ver,
-                          .nkeys = (uint32_t)(nkeys > UINT32_MAX ? UINT32_MAX : nkeys)};
+                          .nkeys = (uint32_t)(nkeys > UINT32_MAX ? UINT32_MAX : nkeys),
+                          .iter = iter};
     const struct result *r = conn_execute(c, req, &x, sizeof x);
     if (r == NULL)
         return; /* parked: formatted when it completes */
@@ -102,6 +126,11 @@ static void execute(struct conn *c, const struct proto_request *req, unsigned sh
     struct proto_buf *b = conn_reply_begin(c, &mark);
     format(b, &x, r);
     conn_reply_end(c, b, mark);
+}
+
+static void execute(struct conn *c, const struct proto_request *req, unsigned shape, size_t nkeys)
+{
+    execute_iter(c, req, shape, nkeys, 0);
 }
 
 /* A reply built by hand: begin, then end with done(). */
@@ -561,6 +590,8 @@ static const struct {
     {"bf.reserve", -4, true, "Creates a new Bloom filter"},
     {"bf.info", -2, false, "Returns information about a Bloom filter"},
     {"bf.card", 2, false, "Returns the number of items added to a Bloom filter"},
+    {"bf.scandump", 3, false, "Begins an incremental save of the Bloom filter"},
+    {"bf.loadchunk", 4, true, "Restores a filter previously saved using SCANDUMP"},
     {"ping", -1, false, "Returns the server's liveliness response"},
     {"echo", 2, false, "Returns the given string"},
     {"hello", -1, false, "Handshakes with the server"},
@@ -801,10 +832,11 @@ static void serve_one(struct conn *c, const struct resp_command *cmd, const stru
     case RESP_OP_BF_CARD:
         bf_info(c, m, true);
         break;
-    case RESP_OP_BF_SCANDUMP:
-    case RESP_OP_BF_LOADCHUNK:
-        reply_error(c, "ERR BF.SCANDUMP and BF.LOADCHUNK are not supported yet: they wait for "
-                       "DUMP/RESTORE in bloomd; use the snapshot files or re-add the items");
+    case RESP_OP_BF_SCANDUMP: /* a DUMP of one chunk (server/exec/dump.h) */
+        execute_iter(c, &m->req, REDIS_SHAPE_SCANDUMP, 0, m->req.data_len - 1);
+        break;
+    case RESP_OP_BF_LOADCHUNK: /* a RESTORE in chunks, the last one parked until installed */
+        execute(c, &m->req, REDIS_SHAPE_LOADCHUNK, 0);
         break;
     case RESP_OP_DEL:
         key_del(c, cmd, m);

@@ -311,6 +311,8 @@ def test_replica_refuses_writes_with_readonly(daemon_factory):
         r.bf().add("f", "x")  # the auto-create is the refused change
     with pytest.raises(redis.ReadOnlyError):
         r.bf().create("g", 0.01, 100)
+    with pytest.raises(redis.ReadOnlyError):
+        r.bf().loadchunk("h", 1, b"bloomdSC\1\0\0\0\0\0\0\0" + (4096).to_bytes(8, "little"))
     assert r.bf().exists("f", "x") == 0  # reads are served
     s = Raw(port)
     s.send(b"BF.MADD f a\r\n")
@@ -357,3 +359,151 @@ def test_replies_held_for_the_journal(daemon_factory):
     assert p.execute() == [b"OK", 1, [0, 1], 1, [1], 1, 1]
     d.restart()
     assert rclient(port).bf().mexists("j", "a", "b", "c", "z") == [1, 1, 1, 0]
+
+
+# ---- BF.SCANDUMP / BF.LOADCHUNK ----
+
+SCAN_KINDS = {
+    # name: (CREATE options, keys): each grows past its first stage or table
+    "grown": ("capacity=2000 error=0.01", 20000),
+    "windowed": ("capacity=5000 window=1h generations=3", 8000),
+    "expandable": ("capacity=2000 kind=expandable", 15000),
+}
+
+
+def scandump(r, key, max_calls=100000, deadline=120.0):
+    """redis-py's documented dump loop: the (iter, data) chunks, header first."""
+    it, chunks, end = 0, [], time.monotonic() + deadline
+    for _ in range(max_calls):
+        assert time.monotonic() < end, "BF.SCANDUMP %s did not end" % key
+        it, data = r.bf().scandump(key, it)
+        if it == 0:
+            assert data in (b"", None), data
+            return chunks
+        chunks.append((it, data))
+    raise AssertionError("BF.SCANDUMP %s gave more than %d chunks" % (key, max_calls))
+
+
+def all_present(r, key, keys, batch=5000):
+    """BF.MEXISTS of every key, in batches under max_line."""
+    return all(all(r.bf().mexists(key, *keys[i:i + batch])) for i in range(0, len(keys), batch))
+
+
+def loadchunks(r, key, chunks):
+    for it, data in chunks:
+        assert r.bf().loadchunk(key, it, data) in (True, b"OK", "OK")
+
+
+def add_keys(d, name, opts, keys):
+    with d.client() as c:
+        assert c.cmd("CREATE %s %s" % (name, opts)) == "CREATED"
+        c.add(name, keys)
+
+
+def test_scandump_loadchunk_every_kind(daemon_factory):
+    (a, pa), (b, pb) = resp_daemon(daemon_factory), resp_daemon(daemon_factory)
+    ra, rb = rclient(pa), rclient(pb)
+    for name, (opts, n) in SCAN_KINDS.items():
+        keys = ["%s-%d" % (name, i) for i in range(n)]
+        add_keys(a, name, opts, keys)
+        chunks = scandump(ra, name)
+        assert len(chunks) >= 2, name  # the header, then the file
+        assert chunks[0][0] == 1 and chunks[0][1][:8] == b"bloomdSC"
+        # iter is the byte offset + 1 after each chunk: the file's bytes, in order.
+        at = 1
+        for it, data in chunks[1:]:
+            assert it == at + len(data), (name, it, at, len(data))
+            at = it
+        loadchunks(rb, name + "-copy", chunks)
+        assert all_present(rb, name + "-copy", keys), name
+        assert rb.execute_command("BF.CARD", name + "-copy") == ra.execute_command("BF.CARD", name)
+        # The copy is a filter like any other.
+        assert rb.bf().add(name + "-copy", "fresh-key") == 1
+    # LOADCHUNK's header on an existing key: RedisBloom's words.
+    chunks = scandump(ra, "grown")
+    with pytest.raises(redis.ResponseError, match="item exists"):
+        rb.bf().loadchunk("grown-copy", 1, chunks[0][1])
+    with pytest.raises(redis.ResponseError, match="not found"):
+        ra.bf().scandump("missing", 0)
+
+
+def test_scandump_bigger_than_one_chunk(daemon_factory):
+    """A filter of several MB with max_line 1 MiB: many chunks, each under max_line."""
+    (a, pa), (b, pb) = resp_daemon(daemon_factory), resp_daemon(daemon_factory)
+    ra, rb = rclient(pa), rclient(pb)
+    keys = ["big-%d" % i for i in range(50000)]
+    add_keys(a, "big", "capacity=4000000 error=0.001", keys)
+    chunks = scandump(ra, "big")
+    total = int.from_bytes(chunks[0][1][16:24], "little")
+    sizes = [len(d) for _, d in chunks[1:]]
+    assert total > 3 * (1 << 20), total
+    assert sum(sizes) == total and len(sizes) >= 4, sizes
+    assert max(sizes) <= (1 << 20) - 1024, max(sizes)
+    loadchunks(rb, "big", chunks)
+    assert all_present(rb, "big", keys)
+    # The same bytes DUMP gives on the text port.
+    with a.client() as c:
+        head = c.cmd("DUMP big")
+        assert head == "DUMP %d" % total, head
+
+
+def test_loadchunk_corrupted_installs_nothing(daemon_factory):
+    (a, pa), (b, pb) = resp_daemon(daemon_factory), resp_daemon(daemon_factory)
+    ra, rb = rclient(pa), rclient(pb)
+    keys = ["k-%d" % i for i in range(20000)]
+    add_keys(a, "f", "capacity=2000 error=0.01", keys)
+    chunks = scandump(ra, "f")
+    assert len(chunks) >= 2
+
+    def load_fails(key, bad):
+        with pytest.raises(redis.ResponseError) as e:
+            for it, data in bad:
+                rb.bf().loadchunk(key, it, data)
+        assert rb.exists(key) == 0 and rb.execute_command("BF.CARD", key) == 0, key
+        return str(e.value)
+
+    # One byte flipped in the middle of the file: the decode refuses it at the last chunk.
+    it, data = chunks[-1]
+    mid = len(data) // 2
+    flipped = chunks[:-1] + [(it, data[:mid] + bytes([data[mid] ^ 0x40]) + data[mid + 1:])]
+    assert "bad dump" in load_fails("flipped", flipped)
+    # A chunk cut short, out of order, or without its header.
+    it, data = chunks[1]
+    assert "bad data chunk" in load_fails("short", [chunks[0], (it, data[:-1])])
+    assert "bad data chunk" in load_fails("skipped", [chunks[0], (it + 5, data)])
+    assert "bad data chunk" in load_fails("headless", chunks[1:])
+    assert "bad data chunk" in load_fails("notheader", [(1, b"x" * 24)])
+    # A header over max_memory is refused before any byte of it is reserved.
+    huge = b"bloomdSC\1\0\0\0\0\0\0\0" + (1 << 50).to_bytes(8, "little")
+    assert "dump too large" in load_fails("huge", [(1, huge)])
+    # After all that, a good load of the same chunks installs.
+    loadchunks(rb, "flipped", chunks)
+    assert all_present(rb, "flipped", keys)
+
+
+def test_loadchunk_restarts_and_limits(daemon_factory):
+    # A small max_line on the dumping side: 15 KiB chunks, several of them.
+    (a, pa) = resp_daemon(daemon_factory, args=["--max-line", "16384"])
+    (b, pb) = resp_daemon(daemon_factory)
+    ra, rb = rclient(pa), rclient(pb)
+    keys = ["k-%d" % i for i in range(20000)]
+    add_keys(a, "f", "capacity=2000 error=0.01", keys)
+    chunks = scandump(ra, "f")
+    assert len(chunks) >= 4 and max(len(d) for _, d in chunks) <= 16384 - 1024
+    # Past the end: RedisBloom's end of iteration.
+    last_it, _ = chunks[-1]
+    assert ra.bf().scandump("f", last_it + 1000) == [0, b""]
+    # A header again starts the key's load over; the abandoned half is dropped.
+    rb.bf().loadchunk("g", *chunks[0])
+    rb.bf().loadchunk("g", *chunks[1])
+    loadchunks(rb, "g", chunks)
+    assert all_present(rb, "g", keys)
+    # At most 8 loads at once: the ninth header is refused until one ends.
+    for i in range(8):
+        rb.bf().loadchunk("p%d" % i, *chunks[0])
+    with pytest.raises(redis.ResponseError, match="too many BF.LOADCHUNK loads"):
+        rb.bf().loadchunk("p8", *chunks[0])
+    loadchunks(rb, "p0", chunks[1:])  # completes p0's load: its slot is free again
+    loadchunks(rb, "p8", chunks)
+    assert all_present(rb, "p0", keys) and all_present(rb, "p8", keys)
+    assert rb.exists("p1") == 0  # a load in progress is not a key yet

@@ -266,6 +266,11 @@ static void test_map_errors(void **state)
     expect_why("BF.INSERT f CAPACITY 10 a", "Unknown argument received");
     expect_why("BF.INFO f BOGUS", "Invalid information value");
     expect_why("BF.INFO f SIZE x", "ERR wrong number of arguments for 'bf.info' command");
+    expect_why("BF.SCANDUMP f x", "ERR Second argument must be numeric");
+    expect_why("BF.SCANDUMP f -1", "ERR Second argument must be numeric");
+    expect_why("BF.SCANDUMP f", "ERR wrong number of arguments for 'bf.scandump' command");
+    expect_why("BF.LOADCHUNK f 0 data", "ERR received bad data");
+    expect_why("BF.LOADCHUNK f 1", "ERR wrong number of arguments for 'bf.loadchunk' command");
     expect_why("PING a b", "ERR wrong number of arguments for 'ping' command");
     expect_why("DBSIZE x", "ERR wrong number of arguments for 'dbsize' command");
 }
@@ -308,6 +313,21 @@ static void test_map_commands(void **state)
     assert_null(m.why);
     assert_int_equal(m.field, RESP_INFO_EXPANSION);
 
+    /* BF.SCANDUMP and BF.LOADCHUNK ride on DUMP (server/exec/dump.h). */
+    map_inline("BF.SCANDUMP f 0", &m);
+    assert_null(m.why);
+    assert_int_equal(m.req.cmd, PROTO_CMD_DUMP);
+    assert_int_equal(m.req.data_len, 1);
+    assert_false(m.req.replace);
+    map_inline("BF.SCANDUMP f 1048577", &m);
+    assert_int_equal(m.req.data_len, 1048578);
+    map_inline("BF.LOADCHUNK f 25 abc", &m);
+    assert_null(m.why);
+    assert_int_equal(m.req.cmd, PROTO_CMD_DUMP);
+    assert_true(m.req.replace);
+    assert_int_equal(m.req.data_len, 25);
+    expect_slice(m.req.args, "abc");
+
     map_inline("AUTH user secret", &m);
     assert_int_equal(m.req.cmd, PROTO_CMD_AUTH);
     expect_slice(m.req.args, "secret");
@@ -336,8 +356,9 @@ static void test_format(void **state)
     resp_reply_double(&b, 0.5, 3);
     resp_reply_double(&b, 0.5, 2);
     resp_reply_error(&b, "ERR a\r\nb");
+    resp_reply_bulk_head(&b, 16777216);
     expect_buf(&b, "+OK\r\n:-7\r\n:42\r\n$2\r\nhi\r\n$-1\r\n_\r\n*4\r\n%2\r\n,0.5\r\n$3\r\n0.5\r\n"
-                   "-ERR a  b\r\n");
+                   "-ERR a  b\r\n$16777216\r\n");
     proto_buf_reset(&b);
     bool bits[300];
     for (size_t i = 0; i < 300; i++)
