@@ -180,7 +180,7 @@ def tls_daemon(tmp_path: Path) -> Iterator[int]:
              "--snapshot-interval", "0"], stdout=log, stderr=log, env=env)
     try:
         deadline = time.monotonic() + 10
-        while ":%d (bloomd" % tls_port not in (tmp_path / "log").read_text():
+        while ":%d (TLS bloomd" % tls_port not in (tmp_path / "log").read_text():
             assert daemon.poll() is None and time.monotonic() < deadline, \
                 (tmp_path / "log").read_text()
             time.sleep(0.05)
