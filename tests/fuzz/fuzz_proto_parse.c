@@ -48,8 +48,22 @@ static void check_request(const struct proto_request *req, const char *lo, const
     case PROTO_CMD_VERSION:
     case PROTO_CMD_HELP:
     case PROTO_CMD_QUIT:
+    case PROTO_CMD_ROLE:
         CHECK(req->name.len == 0 && req->nargs == 0);
         return;
+    case PROTO_CMD_REPLICAOF: /* two words, the replication layer's to check */
+    case PROTO_CMD_PSYNC:
+    case PROTO_CMD_REPLCONF: {
+        CHECK(req->name.len == 0 && req->nargs == 2);
+        struct proto_slice rest = req->args, w;
+        size_t words = 0;
+        while (proto_next_arg(&rest, &w)) {
+            CHECK(w.len > 0 && w.len <= PROTO_MAX_NAME && inside(w, lo, hi));
+            words++;
+        }
+        CHECK(words == 2);
+        return;
+    }
     case PROTO_CMD_AUTH: /* an opaque token, spaces allowed, never the line terminator */
         CHECK(req->name.len == 0 && req->nargs == (req->args.len > 0));
         CHECK(req->args.len == 0 ||
