@@ -182,6 +182,20 @@ static int replace(struct server *srv, struct filter *f, void *obj, uint64_t see
 
 /* ---- the changes ---- */
 
+/* Journals a filter made (CREATE) or put in place (RESTORE): its kind and parameters. */
+static void journal_made(struct server *srv, enum journal_type type, struct proto_slice name,
+                         const struct kind_ops *ops, const struct kind_params *p, uint64_t seed,
+                         uint64_t *pos)
+{
+    unsigned char params[PARAMS_BYTES];
+    struct journal_record rec = {.type = type,
+                                 .name = {name.ptr, name.len},
+                                 .kind_tag = ops->tag,
+                                 .params = params,
+                                 .nparams = encode_params(p, seed, params)};
+    journal(srv, &rec, pos);
+}
+
 int mutate_create(struct server *srv, struct proto_slice name, const struct kind_ops *ops,
                   const struct kind_params *p, uint64_t seed, uint64_t *pos)
 {
@@ -191,13 +205,7 @@ int mutate_create(struct server *srv, struct proto_slice name, const struct kind
         rc = install(srv, name, ops, obj, seed);
     if (rc != SBF_OK)
         return rc;
-    unsigned char params[PARAMS_BYTES];
-    struct journal_record rec = {.type = JOURNAL_CREATE,
-                                 .name = {name.ptr, name.len},
-                                 .kind_tag = ops->tag,
-                                 .params = params,
-                                 .nparams = encode_params(p, seed, params)};
-    journal(srv, &rec, pos);
+    journal_made(srv, JOURNAL_CREATE, name, ops, p, seed, pos);
     return SBF_OK;
 }
 
@@ -378,13 +386,7 @@ int mutate_restore(struct server *srv, struct proto_slice name, const struct kin
     }
     if (rc != SBF_OK)
         return rc;
-    unsigned char params[PARAMS_BYTES];
-    struct journal_record rec = {.type = JOURNAL_RESTORE,
-                                 .name = {name.ptr, name.len},
-                                 .kind_tag = ops->tag,
-                                 .params = params,
-                                 .nparams = encode_params(&p, seed, params)};
-    journal(srv, &rec, pos);
+    journal_made(srv, JOURNAL_RESTORE, name, ops, &p, seed, pos);
     return SBF_OK;
 }
 

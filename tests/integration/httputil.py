@@ -15,6 +15,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_port(port, deadline=20.0):
+    """Waits until something accepts on 127.0.0.1:port (a listener opened after start-up)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("nothing listens on 127.0.0.1:%d after %ss" % (port, deadline))
+
+
 def http_port_of(daemon, timeout=30.0):
     """Waits for the daemon's HTTP log line; returns the port."""
     deadline = time.monotonic() + timeout

@@ -4,7 +4,7 @@ the ones made on first use, and first use never takes the last tenth of max_memo
 an explicit CREATE still works; every refusal says why."""
 import socket
 
-from test_memcache import free_port, wait_port
+from httputil import free_port, wait_port
 
 
 def sets(port, names, timeout=60.0):

@@ -15,28 +15,9 @@ import time
 import pytest
 
 from conftest import REPO
+from httputil import free_port, wait_port
 
 redis = pytest.importorskip("redis", reason="python3-redis is not installed")
-
-CONNECT_DEADLINE = 20.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, deadline=CONNECT_DEADLINE):
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("nothing listens on 127.0.0.1:%d after %ss" % (port, deadline))
-
 
 def resp_daemon(daemon_factory, args=(), env=None):
     """A bloomd with the RESP listener on a free port; returns (daemon, port)."""
