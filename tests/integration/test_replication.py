@@ -104,7 +104,7 @@ def test_replica_follows_every_kind_and_change(daemon_factory):
         # blocked, grown many times; windowed; expandable, expanded; set operations.
         assert pc.cmd("CREATE grown capacity=5000 error=0.01") == "CREATED"
         assert pc.cmd("CREATE win window=1h generations=3 capacity=50000") == "CREATED"
-        assert pc.cmd("CREATE exp kind=expandable capacity=2000 error=0.01") == "CREATED"
+        assert pc.cmd("CREATE exp kind=expandable capacity=2000 error=0.01 seed=0") == "CREATED"
         assert pc.cmd("CREATE s1 capacity=100000") == "CREATED"
         assert pc.cmd("CREATE s2 capacity=100000") == "CREATED"
         assert pc.cmd("CREATE gone") == "CREATED"
