@@ -235,6 +235,8 @@ static bool apply_records(struct repl_link *l)
             drop(l, why);
             return false;
         }
+        if (rec.pos > srv->repl.primary_offset) /* the primary got at least this far */
+            srv->repl.primary_offset = rec.pos;
         if (mutate_apply_record(l->stream, &rec) != 0) {
             drop(l, "a record from the primary could not be applied");
             return false;
@@ -282,6 +284,7 @@ static bool on_line(struct repl_link *l, const char *line)
             }
             memcpy(l->sync_id, id, REPL_ID_LEN + 1);
             l->sync_offset = off;
+            srv->repl.primary_offset = off; /* lag: what the sync still has to bring */
             l->nfilters = n;
             l->got = 0;
             srv->repl.link = SERVER_LINK_SYNC;
