@@ -7,6 +7,12 @@ a clean sanitizer report, `kill()` is a SIGKILL crash, `restart()` stops and sta
 same data dir. `daemon_factory` makes daemons (extra flags such as a snapshot interval go in
 `args`) and checks every run's log at teardown. `Client` speaks the text protocol, with
 chunked helpers for many keys.
+
+Each fresh data dir the factory makes gets a fixed hash secret (SEED, `TEST_SEED`), so the
+false positives of a test's filters are the same on every run: an assertion that a key
+never added reads absent passes or fails every time, never one run in three. A test of the
+secret itself asks for `pin_seed=False`; `BLOOMD_TEST_SEED=random` turns pinning off for a
+whole run (to look for assertions that only hold for one secret).
 """
 
 import os
@@ -27,6 +33,17 @@ SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSaniti
                    "runtime error:")
 START_TIMEOUT = 30.0  # loading big snapshots under ASan on a busy machine takes a while
 STOP_TIMEOUT = 20.0
+TEST_SEED = 0x5EED0FB100D5EED5
+
+
+def write_seed_file(data_dir, seed=TEST_SEED):
+    """Writes the data dir's SEED file (as the daemon would: 16 hex digits, mode 0600)."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "SEED"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("%016x\n" % seed)
 
 
 def read_until_closed(sock, timeout, data=b""):
@@ -240,15 +257,20 @@ def nobody_user():
 
 @pytest.fixture
 def daemon_factory(tmp_path):
-    """Makes Daemon objects: factory(args=(), env=None, data_dir=None, start=True).
+    """Makes Daemon objects: factory(args=(), env=None, data_dir=None, start=True,
+    pin_seed=True). A data dir the factory names itself starts with SEED = TEST_SEED.
 
     Every daemon still running at the end of the test is stopped and checked, and every
     run's log (runs ended by kill() too) must be free of sanitizer reports.
     """
     made = []
 
-    def make(args=(), env=None, data_dir=None, start=True):
+    random_seeds = os.environ.get("BLOOMD_TEST_SEED") == "random"
+
+    def make(args=(), env=None, data_dir=None, start=True, pin_seed=True):
         n = len(made)
+        if data_dir is None and pin_seed and not random_seeds:
+            write_seed_file(tmp_path / ("data%d" % n))
         d = Daemon(data_dir or tmp_path / ("data%d" % n), args, env,
                    log_path=tmp_path / ("bloomd%d.log" % n))
         made.append((d, d.log_path))

@@ -15,7 +15,7 @@ def keys(prefix, n):
 
 
 def test_secret_made_once_and_kept(daemon_factory):
-    d = daemon_factory()
+    d = daemon_factory(pin_seed=False)
     seed_file = Path(d.data_dir) / "SEED"
     secret = seed_file.read_text()
     assert len(secret) == 17 and secret.endswith("\n"), secret
