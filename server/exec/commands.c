@@ -472,9 +472,10 @@ static int cmd_drop(struct server *srv, const struct proto_request *req, struct 
         result_set(res, RESULT_DELETED, NULL);
         return reply(srv, pos, res, later);
     }
-    if (srv->propagate != NULL && srv->cfg.min_replica_acks > 0) {
-        /* The reply waits for the replicas (and the journal), the file goes meanwhile: a
-         * DROP whose file outlives a crash is replayed, and the file removed then. */
+    if (mutate_holds(srv)) {
+        /* The reply waits for the record (on disk under always, on the replicas with
+         * min_replica_acks), the file goes meanwhile: a DROP whose file outlives a crash
+         * is replayed, and the file removed then. */
         if (snapshot_forget(srv->snap, req->name.ptr, req->name.len, NULL, NULL) != 0) {
             result_set(res, RESULT_SERVER_ERROR, DROP_LEAD "out of memory");
             return CMD_DONE;

@@ -120,6 +120,27 @@ def test_drop_and_clear_survive_kill9(daemon_factory):
     assert not (d.data_dir / "a.bloom").exists()
 
 
+def test_always_drop_acknowledged_is_durable(daemon_factory):
+    """Under always, DELETED is sent once the DROP record is on disk (the file goes
+    meanwhile): a kill -9 right after the reply never brings the filter back, whether it
+    lived only in the journal or had a file too (replay removes a file that outlived it)."""
+    d = daemon_factory(args=["--durability", "always", "--snapshot-interval", "0"])
+    with d.client() as c:
+        assert c.cmd("CREATE filed") == "CREATED"
+        c.add("filed", ["x"])
+        assert c.cmd("FLUSH") == "OK"
+        assert c.cmd("CREATE journaled") == "CREATED"
+        c.add("journaled", ["y"])
+        assert c.cmd("DROP filed") == "DELETED"
+        assert c.cmd("DROP journaled") == "DELETED"
+    d.kill()
+    d.start()
+    with d.client() as c:
+        assert c.cmd("INFO filed") == "NOT_FOUND"
+        assert c.cmd("INFO journaled") == "NOT_FOUND"
+    assert not (d.data_dir / "filed.bloom").exists()
+
+
 def test_create_only_in_journal_comes_back(daemon_factory):
     d = daemon_factory(args=["--durability", "always", "--snapshot-interval", "0"])
     with d.client() as c:
