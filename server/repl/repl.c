@@ -36,6 +36,7 @@
 #include "server/persist/durable.h"
 #include "server/repl/backlog.h"
 #include "server/repl/repl_internal.h"
+#include "server/store/offload.h"
 #include "server/store/registry.h"
 
 /* A feed writes while its connection holds less than this unsent. */
@@ -62,8 +63,9 @@ struct repl_feed {
     size_t nfilters, next_filter;
     unsigned char *buf; /* the filter being sent, encoded; counted in the budget */
     size_t len, off, cap;
-    bool encoding; /* a job is encoding filters[next] */
-    bool orphaned; /* the connection closed while the job ran: done() frees */
+    bool encoding;      /* a job is encoding filters[next] */
+    uint64_t size_hint; /* the bytes the last try at filters[next] needed, or 0 */
+    bool orphaned;      /* the connection closed while the job ran: done() frees */
 };
 
 struct repl_held {
@@ -166,7 +168,7 @@ static void drop_buf(struct repl_feed *f)
 {
     if (f->buf != NULL)
         budget_release(&f->srv->budget, BUDGET_OVERHEAD, f->cap);
-    free(f->buf);
+    offload_free(f->srv, f->buf); /* a big filter's encoding: its munmap took 0.5 s */
     f->buf = NULL;
     f->len = f->off = f->cap = 0;
 }
@@ -216,6 +218,11 @@ static void catch_up(struct repl_feed *f)
 
 /* ---- full sync: one filter at a time, encoded on the long lane ---- */
 
+/*
+ * The loop charges the budget for a bound of the encoding (the filter's memory and some
+ * room), and the lane sizes it exactly (sizing runs the encoder: 0.5 s for 1 GB, which the
+ * loop must not spend), allocates and encodes. done() gives back what the bound had over.
+ */
 struct encode_job {
     struct job job;
     struct server *srv;
@@ -223,23 +230,45 @@ struct encode_job {
     struct filter *flt;
     unsigned char *buf;
     size_t len, cap;
+    size_t charged; /* budget charged for it, >= cap */
+    uint64_t need;  /* ENCODE_LARGER: bytes it needs */
     int rc;
 };
+
+enum { ENCODE_GREW = -1, ENCODE_LARGER = -2, ENCODE_NOMEM = -3 };
 
 static int grow_write(void *ctx, const void *p, size_t n)
 {
     struct encode_job *j = ctx;
     if (j->len + n > j->cap)
-        return -1; /* sized up front: the filter grew meanwhile (it is written again) */
+        return -1; /* sized first: the filter grew meanwhile (it is written again) */
     memcpy(j->buf + j->len, p, n);
     j->len += n;
     return 0;
 }
 
+/* Bytes to allocate for an encoding of size bytes: room for keys added meanwhile. */
+static uint64_t encode_room(uint64_t size)
+{
+    return size + size / 64 + 4096;
+}
+
 static void encode_run(struct job *job)
 {
     struct encode_job *j = (struct encode_job *)job;
-    j->rc = container_encode(j->flt->ops, j->flt->obj, 0, j->flt->seed, grow_write, j);
+    uint64_t need = encode_room(container_encoded_size(j->flt->ops, j->flt->obj));
+    if (need > j->charged) {
+        j->need = need;
+        j->rc = ENCODE_LARGER;
+        return;
+    }
+    j->cap = (size_t)need;
+    if ((j->buf = malloc(j->cap)) == NULL) {
+        j->rc = ENCODE_NOMEM;
+        return;
+    }
+    if (container_encode(j->flt->ops, j->flt->obj, 0, j->flt->seed, grow_write, j) != 0)
+        j->rc = ENCODE_GREW;
 }
 
 static void feed_free(struct repl_feed *f);
@@ -257,13 +286,21 @@ static void encode_done(struct job *job)
         return;
     }
     if (j->rc != 0) {
-        /* It grew while encoded: encode it again, larger. */
-        budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->cap);
-        free(j->buf);
+        /* It grew while encoded, or needs more than its bound: again, larger. */
+        budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->charged);
+        j->charged = 0;
+        offload_free(j->srv, j->buf);
         j->buf = NULL;
+        if (j->rc == ENCODE_NOMEM) {
+            cut(f, "no memory for a full sync");
+            return;
+        }
+        f->size_hint = j->rc == ENCODE_LARGER ? j->need : 0;
         sync_next(f);
         return;
     }
+    budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->charged - j->cap);
+    j->charged = 0;
     char head[64 + PROTO_MAX_NAME];
     int hn = snprintf(head, sizeof head, "FILTER %s %zu\r\n", j->flt->name, j->len);
     f->buf = j->buf;
@@ -281,10 +318,9 @@ static void encode_done(struct job *job)
 static void encode_free(struct job *job)
 {
     struct encode_job *j = (struct encode_job *)job;
-    if (j->buf != NULL) {
-        budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->cap);
-        free(j->buf);
-    }
+    if (j->charged != 0)
+        budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->charged);
+    free(j->buf); /* not yet handed to the feed: done() was skipped (shutdown) */
     if (j->f != NULL && j->f->orphaned && j->f->encoding)
         feed_free(j->f); /* done() was skipped (shutdown): nobody else frees it */
     filter_unref(j->flt);
@@ -305,16 +341,22 @@ static void sync_next(struct repl_feed *f)
         return;
     }
     struct filter *flt = f->filters[f->next_filter];
-    uint64_t size = container_encoded_size(flt->ops, flt->obj);
-    size_t cap = (size_t)size + (size_t)(size / 64) + 4096; /* room to grow meanwhile */
+    struct kind_info info = {0};
+    flt->ops->info(flt->obj, &info);
+    /* An encoding holds the filter's memory and headers at most; a hint from the lane
+     * (it needed more) wins. */
+    uint64_t bound = encode_room(info.bytes + info.header + 65536);
+    if (f->size_hint > bound)
+        bound = f->size_hint;
+    f->size_hint = 0;
     struct encode_job *j = calloc(1, sizeof *j);
-    if (j == NULL || !budget_fits(&srv->budget, cap) || (j->buf = malloc(cap)) == NULL) {
+    if (j == NULL || bound > SIZE_MAX || !budget_fits(&srv->budget, bound)) {
         free(j);
         cut(f, "no memory within max_memory for a full sync");
         return;
     }
-    budget_charge(&srv->budget, BUDGET_OVERHEAD, cap);
-    j->cap = cap;
+    budget_charge(&srv->budget, BUDGET_OVERHEAD, bound);
+    j->charged = (size_t)bound;
     j->srv = srv;
     j->f = f;
     j->flt = flt;

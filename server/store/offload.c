@@ -16,29 +16,30 @@ struct release_job {
     size_t n;
     const struct kind_ops *ops;
     void *obj;
+    void *mem;
 };
 
-static void release_now(struct filter *const *f, size_t n, const struct kind_ops *ops, void *obj)
+static void release_now(struct release_job *j)
 {
-    for (size_t i = 0; i < n; i++)
-        filter_unref(f[i]);
-    if (obj != NULL)
-        ops->free(obj);
+    for (size_t i = 0; i < j->n; i++)
+        filter_unref(j->f[i]);
+    if (j->obj != NULL)
+        j->ops->free(j->obj);
+    free(j->mem);
+    j->n = 0;
+    j->obj = NULL;
+    j->mem = NULL;
 }
 
 static void release_run(struct job *job)
 {
-    struct release_job *j = (struct release_job *)job;
-    release_now(j->f, j->n, j->ops, j->obj);
-    j->n = 0;
-    j->obj = NULL;
+    release_now((struct release_job *)job);
 }
 
 static void release_free(struct job *job)
 {
-    struct release_job *j = (struct release_job *)job;
-    release_now(j->f, j->n, j->ops, j->obj); /* only if it never ran (shutdown) */
-    free(j);
+    release_now((struct release_job *)job); /* only if it never ran (shutdown) */
+    free(job);
 }
 
 void offload_release(struct server *srv, struct filter *const *f, size_t n,
@@ -52,7 +53,10 @@ void offload_release(struct server *srv, struct filter *const *f, size_t n,
         return;
     struct release_job *j = srv->lanes[JOBS_LONG] != NULL ? calloc(1, sizeof *j) : NULL;
     if (j == NULL) {
-        release_now(f, n, ops, obj);
+        for (size_t i = 0; i < n; i++)
+            filter_unref(f[i]);
+        if (obj != NULL)
+            ops->free(obj);
         return;
     }
     j->job = (struct job){.run = release_run, .free = release_free};
@@ -61,5 +65,19 @@ void offload_release(struct server *srv, struct filter *const *f, size_t n,
             j->f[j->n++] = f[i];
     j->ops = ops;
     j->obj = obj;
+    jobs_post(srv->lanes[JOBS_LONG], &j->job);
+}
+
+void offload_free(struct server *srv, void *mem)
+{
+    struct release_job *j = NULL;
+    if (mem != NULL && srv->lanes[JOBS_LONG] != NULL)
+        j = calloc(1, sizeof *j);
+    if (j == NULL) {
+        free(mem);
+        return;
+    }
+    j->job = (struct job){.run = release_run, .free = release_free};
+    j->mem = mem;
     jobs_post(srv->lanes[JOBS_LONG], &j->job);
 }

@@ -23,4 +23,11 @@ struct filter;
 void offload_release(struct server *srv, struct filter *const *f, size_t n,
                      const struct kind_ops *ops, void *obj);
 
+/*
+ * Frees mem (from malloc) on the job thread, behind the jobs queued there: for buffers of
+ * many megabytes, whose munmap would stall the loop. Inline without a lane. Whoever
+ * charged the budget for it releases the charge now.
+ */
+void offload_free(struct server *srv, void *mem);
+
 #endif

@@ -94,7 +94,7 @@ def test_bad_snapshots_are_set_aside_and_startup_is_quick(daemon_factory, tmp_pa
 
 def test_sparse_100g_listens_within_2s(daemon_factory):
     d = daemon_factory(start=False)
-    d.data_dir.mkdir()
+    d.data_dir.mkdir(exist_ok=True)  # the factory may have made it (its SEED)
     with open(d.data_dir / "big.bloom", "wb") as f:
         f.truncate(100 << 30)
     t0 = time.monotonic()
