@@ -77,10 +77,13 @@ struct repl_link {
     char host[256], port[8];
     struct bufferevent *bev;
     struct event *retry, *ack;
-    struct evdns_base *dns;     /* the primary's name, resolved on the loop */
-    struct repl_lookup *lookup; /* STEP_RESOLVING: the lookup under way */
-    SSL_CTX *tls;               /* replica_tls: made at the first connect */
-    unsigned retry_ms;          /* the next retry's delay */
+    struct evdns_base *dns;                  /* the primary's name, resolved on the loop */
+    struct repl_lookup *lookup;              /* STEP_RESOLVING: the lookup under way */
+    SSL_CTX *tls;                            /* replica_tls: made at the first connect */
+    struct evutil_addrinfo *addrs;           /* STEP_CONNECTING: the lookup's answer */
+    const struct evutil_addrinfo *addr;      /* ... the address tried */
+    const struct evutil_addrinfo *next_addr; /* ... the one to try if it fails, or NULL */
+    unsigned retry_ms;                       /* the next retry's delay */
     enum link_step step;
     size_t nfilters, got; /* full sync: filters announced, received */
     uint64_t sync_offset; /* full sync: the offset it is at */
@@ -411,9 +414,18 @@ static void start_handshake(struct repl_link *l)
     send_line(l, line);
 }
 
+static void free_addrs(struct repl_link *l)
+{
+    if (l->addrs != NULL)
+        evutil_freeaddrinfo(l->addrs);
+    l->addrs = NULL;
+    l->addr = l->next_addr = NULL;
+}
+
 /* The retry timer, after the current delay; the next failure waits twice as long. */
 static void schedule_retry(struct repl_link *l)
 {
+    free_addrs(l); /* the next try looks the name up again */
     unsigned ms = l->retry_ms;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (long)(ms % 1000) * 1000};
     l->step = STEP_IDLE;
@@ -555,6 +567,19 @@ static void link_error(struct repl_link *l, short what, char *why, size_t len)
 
 /* ---- connecting ---- */
 
+/* ai's address as text, for the log. */
+static const char *addr_text(const struct evutil_addrinfo *ai, char *buf, size_t len)
+{
+    const void *a = NULL;
+    if (ai != NULL && ai->ai_family == AF_INET)
+        a = &((const struct sockaddr_in *)(const void *)ai->ai_addr)->sin_addr;
+    else if (ai != NULL && ai->ai_family == AF_INET6)
+        a = &((const struct sockaddr_in6 *)(const void *)ai->ai_addr)->sin6_addr;
+    if (a == NULL || evutil_inet_ntop(ai->ai_family, a, buf, len) == NULL)
+        snprintf(buf, len, "?");
+    return buf;
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct repl_link *l = arg;
@@ -566,20 +591,35 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
                     l->r->srv->repl.primary, SSL_get_version(ssl), SSL_get_cipher_name(ssl));
         else
             log_msg(LOG_INFO, "replication: connected to primary %s", l->r->srv->repl.primary);
+        free_addrs(l);
         start_handshake(l);
         return;
     }
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
-        char why[400];
-        link_error(l, what, why, sizeof why);
-        drop(l, why);
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+        return;
+    char why[400];
+    link_error(l, what, why, sizeof why);
+    if (l->step == STEP_CONNECTING && l->next_addr != NULL) {
+        /* The name has more addresses: the next one, from the loop (this may run inside
+         * bufferevent_socket_connect, which must not be re-entered). */
+        char at[64];
+        log_msg(LOG_WARN, "replication: link to %s at %s failed: %s; trying its next address",
+                l->r->srv->repl.primary, addr_text(l->addr, at, sizeof at), why);
+        close_bev(l);
+        l->step = STEP_IDLE;
+        static const struct timeval now = {0, 0};
+        evtimer_add(l->retry, &now);
+        return;
     }
+    drop(l, why);
 }
 
-/* Connects to the first address of ai (TLS with replica_tls). */
+/* Connects to ai, one address of l->addrs (TLS with replica_tls). */
 static void connect_to(struct repl_link *l, const struct evutil_addrinfo *ai)
 {
     struct server *srv = l->r->srv;
+    l->addr = ai;
+    l->next_addr = ai->ai_next;
     if (srv->cfg.replica_tls) {
         SSL *ssl = client_ssl(l);
         if (ssl == NULL) {
@@ -620,6 +660,7 @@ static void on_resolved(int result, struct evutil_addrinfo *ai, void *arg)
         return;
     }
     l->lookup = NULL;
+    free_addrs(l);
     if (result != 0 || ai == NULL) {
         log_msg(LOG_WARN, "replication: cannot resolve %s: %s (next try in %u ms)",
                 l->r->srv->repl.primary, evutil_gai_strerror(result), l->retry_ms);
@@ -628,8 +669,8 @@ static void on_resolved(int result, struct evutil_addrinfo *ai, void *arg)
         schedule_retry(l);
         return;
     }
+    l->addrs = ai; /* kept while connecting: its other addresses are tried in turn */
     connect_to(l, ai);
-    evutil_freeaddrinfo(ai);
 }
 
 /* Resolves the primary's name without blocking, then connects (on_resolved). */
@@ -655,7 +696,11 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    connect_now(arg);
+    struct repl_link *l = arg;
+    if (l->next_addr != NULL)
+        connect_to(l, l->next_addr);
+    else
+        connect_now(l);
 }
 
 static void on_ack(evutil_socket_t fd, short what, void *arg)
@@ -724,6 +769,7 @@ void repl_link_stop(struct repl *r)
     if (l->lookup != NULL)
         l->lookup->l = NULL; /* its answer comes later, to nobody */
     close_bev(l);
+    free_addrs(l);
     /* Not evdns_getaddrinfo_cancel(): its answer, deferred, would reach the freed base.
      * Failing the requests here (DNS_ERR_SHUTDOWN) leaves the base out of their end. */
     if (l->dns != NULL)

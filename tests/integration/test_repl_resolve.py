@@ -22,6 +22,7 @@ import pytest
 from test_replication import free_port, keys, role, start, wait_caught_up, wait_for
 
 PRIMARY_NAME = "primary.bloomd.test"
+MULTI_NAME = "multi.bloomd.test"  # A 127.0.0.2 (nobody listens there), then A 127.0.0.1
 SILENT_NAME = "silent.bloomd.test"  # the server never answers: the lookup times out
 
 
@@ -63,8 +64,10 @@ def test_unresolvable_primary_is_retried_with_backoff(daemon_factory):
 # ---- a DNS server of our own, seen through a private /etc/resolv.conf ----
 
 class FakeDNS:
-    """A UDP DNS server on a loopback address: PRIMARY_NAME has A 127.0.0.1 (and no
-    AAAA), SILENT_NAME is never answered, anything else is NXDOMAIN."""
+    """A UDP DNS server on a loopback address: PRIMARY_NAME has A 127.0.0.1, MULTI_NAME
+    A 127.0.0.2 and 127.0.0.1 in that order (neither has AAAA), SILENT_NAME is never
+    answered, anything else is NXDOMAIN."""
+    ADDRS = {PRIMARY_NAME: ["127.0.0.1"], MULTI_NAME: ["127.0.0.2", "127.0.0.1"]}
 
     def __init__(self, addr):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -86,11 +89,12 @@ class FakeDNS:
         self.queries.append((name, qtype))
         if name == SILENT_NAME:
             return None
-        rcode, answers = (0, b"") if name == PRIMARY_NAME else (3, b"")
-        if name == PRIMARY_NAME and qtype == 1:
-            answers = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) + socket.inet_aton(
-                "127.0.0.1")
-        header = q[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if answers else 0, 0, 0)
+        addrs = self.ADDRS.get(name)
+        rcode = 0 if addrs is not None else 3
+        addrs = addrs if qtype == 1 else []
+        answers = b"".join(b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) +
+                           socket.inet_aton(a) for a in addrs or [])
+        header = q[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, len(addrs or []), 0, 0)
         return header + question + answers
 
     def serve(self):
@@ -207,3 +211,22 @@ def test_link_replaced_and_stopped_while_a_lookup_is_under_way(daemon_factory,
         wait_for("the third lookup", asked(SILENT_NAME, 5), 10, step=0.005)
     r.stop()
     assert "cannot resolve" not in r.log()  # none of them got to its timeout
+
+
+def test_every_address_of_the_name_is_tried(daemon_factory, private_resolver):
+    """The name's first address refuses (nobody listens on 127.0.0.2): the next one is
+    tried at once, not after a backoff and a new lookup."""
+    wrap, dns = private_resolver
+    p = start(daemon_factory)
+    with p.client() as pc:
+        assert pc.cmd("CREATE f") == "CREATED"
+        assert pc.cmd("ADD f a") == "ADDED 1"
+    r = wrap(daemon_factory(args=["--replica-of", "%s:%d" % (MULTI_NAME, p.port)],
+                            start=False)).start()
+    with p.client() as pc, r.client() as rc:
+        wait_caught_up(pc, [rc])
+        assert rc.check("f", ["a"]) == [True]
+    log = r.log()
+    assert "link to %s:%d at 127.0.0.2 failed" % (MULTI_NAME, p.port) in log, log[-2000:]
+    assert "trying its next address" in log
+    assert "dropped" not in log and "next try in" not in log, log[-2000:]
