@@ -52,8 +52,8 @@ def test_unresolvable_primary_is_retried_with_backoff(daemon_factory):
     with r.client() as rc:
         # Meanwhile its clients are answered; the resolver may be slow to say no (up to
         # its resolv.conf timeouts), so the deadline is generous.
-        times = latencies(rc, 60, stop=lambda: r.log().count(needle) >= 3)
-        assert r.log().count(needle) >= 3, r.log()[-2000:]
+        times = latencies(rc, 60, stop=lambda: r.log().count(needle) >= 2)
+        assert r.log().count(needle) >= 2, r.log()[-2000:]
         got = role(rc)
         assert got["link"] == "down" and got["primary"] == "no-such-host.invalid:%d" % port
     assert "(next try in 500 ms)" in r.log() and "(next try in 1000 ms)" in r.log()
