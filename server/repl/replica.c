@@ -472,7 +472,8 @@ static const char *ssl_error(char *buf, size_t len, const char *fallback)
 }
 
 /* The client context: TLS 1.2 and later, the primary verified against replica_tls_ca_file
- * or the system's CAs (unless replica_tls_insecure). NULL after logging why. */
+ * or the system's CAs (unless replica_tls_insecure), replica_tls_cert_file shown when the
+ * primary asks for a client certificate. NULL after logging why. */
 static SSL_CTX *client_ctx(const struct config *cfg)
 {
     char why[256];
@@ -484,6 +485,15 @@ static SSL_CTX *client_ctx(const struct config *cfg)
     /* A primary that goes away without close_notify is an end, as on a plain link. */
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
+    if (cfg->replica_tls_cert_file[0] != '\0') {
+        step = cfg->replica_tls_cert_file;
+        if (SSL_CTX_use_certificate_chain_file(ctx, cfg->replica_tls_cert_file) != 1)
+            goto error;
+        step = cfg->replica_tls_key_file;
+        if (SSL_CTX_use_PrivateKey_file(ctx, cfg->replica_tls_key_file, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(ctx) != 1)
+            goto error;
+    }
     if (cfg->replica_tls_insecure) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
         return ctx;
@@ -547,7 +557,7 @@ static void link_error(struct repl_link *l, short what, char *why, size_t len)
         else
             snprintf(why, len, "TLS: the primary's certificate: %s (verified against %.200s)",
                      X509_verify_cert_error_string(v), ca[0] != '\0' ? ca : "the system's CAs");
-    } else if (e != 0) {
+    } else if (e != 0 && ERR_GET_LIB(e) != 0) { /* not libevent's SSL_ERROR_SYSCALL (5) */
         char s[200];
         ERR_error_string_n(e, s, sizeof s);
         snprintf(why, len, "TLS: %s%s", s,

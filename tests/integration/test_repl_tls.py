@@ -147,6 +147,7 @@ def test_retries_back_off(daemon_factory, ca, other_ca):
 @pytest.mark.parametrize("args, why", [
     (["--replica-tls-ca-file", "/nonexistent"], "replica_tls_ca_file needs replica_tls"),
     (["--replica-tls-insecure"], "replica_tls_insecure needs replica_tls"),
+    (["--replica-tls-cert-file", "/nonexistent"], "replica_tls_cert_file needs replica_tls"),
 ])
 def test_options_without_replica_tls_are_refused(daemon_factory, tmp_path, args, why):
     d = daemon_factory(start=False)
@@ -250,3 +251,37 @@ def test_sni_is_the_name_and_never_an_address(daemon_factory, ca):
         assert set(srv.names) <= {"localhost", None}, srv.names
     finally:
         srv.close()
+
+
+def test_client_certificate_for_a_primary_that_requires_one(daemon_factory, ca):
+    """A primary with --tls-ca-file takes replicas that show a certificate its CA signed
+    (--replica-tls-cert-file/--replica-tls-key-file); one without gets no link."""
+    p, tls_port = tls_daemon(daemon_factory, *ca.issue("server"), ca_file=ca.cert)
+    with p.client() as pc:
+        assert pc.cmd("CREATE f") == "CREATED"
+        assert pc.cmd("ADD f a") == "ADDED 1"
+    bare = tls_replica(daemon_factory, "127.0.0.1", tls_port, "--replica-tls-ca-file",
+                       str(ca.cert))
+    crt, key = ca.issue("replica", server=False)
+    r = tls_replica(daemon_factory, "127.0.0.1", tls_port, "--replica-tls-ca-file",
+                    str(ca.cert), "--replica-tls-cert-file", str(crt),
+                    "--replica-tls-key-file", str(key))
+    with p.client() as pc, r.client() as rc:
+        wait_caught_up(pc, [rc])
+        assert rc.check("f", ["a"]) == [True]
+    wait_for("the bare replica refused twice",
+             lambda: bare.log().count("replication: link to") >= 2)
+    # The replica reads the primary's alert ("certificate required"), or a reset if the
+    # primary's close overtook it; the primary says why either way.
+    assert "peer did not return a certificate" in p.log()
+    with bare.client() as bc:
+        assert role(bc)["link"] == "down" and bc.names() == []
+
+
+def test_certificate_without_its_key_is_refused(daemon_factory, ca):
+    crt, _ = ca.issue("replica", server=False)
+    d = daemon_factory(start=False)
+    out = subprocess.run(d.command() + ["--replica-tls", "--replica-tls-cert-file", str(crt)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert "replica_tls_cert_file and replica_tls_key_file go together" in out.stderr + out.stdout
