@@ -128,6 +128,16 @@ static const struct opt_def opts[] = {
      "how long a reply waits for min_replica_acks before an error"},
     {"replication_backlog", OPT_SIZE, F(replication_backlog), KIB *KIB, 64 * GIB, false, "BYTES",
      "recent records kept for replicas that reconnect (partial resync)"},
+    {"replica_tls", OPT_BOOL, F(replica_tls), 0, 1, false, "yes|no",
+     "a replica speaks TLS to its primary's --tls-port (REPLICAOF too)"},
+    {"replica_tls_ca_file", OPT_STR, F(replica_tls_ca_file), 0, 0, true, "FILE",
+     "CA certificates, PEM, to verify the primary by; empty = the system's"},
+    {"replica_tls_insecure", OPT_BOOL, F(replica_tls_insecure), 0, 1, false, "yes|no",
+     "TLS to the primary without verifying its certificate or name"},
+    {"replica_tls_cert_file", OPT_STR, F(replica_tls_cert_file), 0, 0, true, "FILE",
+     "client certificate chain, PEM, for a primary with tls_ca_file"},
+    {"replica_tls_key_file", OPT_STR, F(replica_tls_key_file), 0, 0, true, "FILE",
+     "its private key, PEM"},
 };
 
 /* Options that must not be flags: the command line is public (ps, /proc/<pid>/cmdline). */
@@ -794,6 +804,18 @@ int config_load(struct config *c, int argc, char **argv, enum config_action *act
     }
     if (c->tls_port != 0 && (c->tls_cert_file[0] == '\0' || c->tls_key_file[0] == '\0')) {
         snprintf(err, errlen, "tls_port %u needs tls_cert_file and tls_key_file", c->tls_port);
+        return CONFIG_EINVAL;
+    }
+    if (!c->replica_tls && (c->replica_tls_ca_file[0] != '\0' || c->replica_tls_insecure ||
+                            c->replica_tls_cert_file[0] != '\0')) {
+        snprintf(err, errlen, "%s needs replica_tls = yes",
+                 c->replica_tls_insecure             ? "replica_tls_insecure"
+                 : c->replica_tls_ca_file[0] != '\0' ? "replica_tls_ca_file"
+                                                     : "replica_tls_cert_file");
+        return CONFIG_EINVAL;
+    }
+    if ((c->replica_tls_cert_file[0] == '\0') != (c->replica_tls_key_file[0] == '\0')) {
+        snprintf(err, errlen, "replica_tls_cert_file and replica_tls_key_file go together");
         return CONFIG_EINVAL;
     }
     /* Each is in range alone; together they must make a filter, or every CREATE fails. */

@@ -71,6 +71,13 @@ struct config {
     unsigned min_replica_acks;             /* replicas that must hold a change before its reply */
     unsigned replica_ack_timeout;          /* ms a held reply waits for them, then an error */
     uint64_t replication_backlog;          /* bytes of recent records kept for partial resyncs */
+    int replica_tls;                       /* 1: the link to the primary is TLS */
+    char replica_tls_ca_file[CONFIG_PATH_MAX];   /* PEM CAs the primary's certificate must chain
+                                                    to; "" = the system's */
+    int replica_tls_insecure;                    /* 1: TLS without verifying the primary */
+    char replica_tls_cert_file[CONFIG_PATH_MAX]; /* PEM chain shown to a primary that asks
+                                                    for a client certificate; "" = none */
+    char replica_tls_key_file[CONFIG_PATH_MAX];  /* its PEM private key */
     char warnings[2048]; /* what config_load found suspect, for the log, one line per
                             warning ('\n' between); "" */
     struct config_template templates[CONFIG_MAX_TEMPLATES]; /* [filter <pattern>] sections */

@@ -13,6 +13,11 @@
  * connection watches reading, and no read watermark is set: libevent could then stop
  * mid-record and leave plaintext inside OpenSSL that no socket event would ever report.
  * A closed connection's last replies still leave (TLS_CLOSING), then close_notify.
+ *
+ * Before any of that the first byte is looked at (TLS_PEEK): a TLS client starts with a
+ * handshake record (0x16); anything else is someone typing the text protocol at the wrong
+ * port, who is told so in one plain line and closed (TLS_REFUSED), where OpenSSL would
+ * only drop the connection.
  */
 #include "server/net/conn_tls.h"
 
@@ -23,11 +28,14 @@
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/core/clock.h"
 #include "server/core/log.h"
 #include "server/net/conn.h"
 #include "server/net/conn_io.h"
@@ -38,8 +46,14 @@
 #define TLS_OUT_HIGH (256 * 1024)      /* unsent bytes before a write says AGAIN; read size */
 #define TLS_OUT_LOW (TLS_OUT_HIGH / 2) /* ... and writable again at or below this */
 #define TLS_CLOSE_SECONDS 5            /* a closed connection's last bytes get this long */
+#define TLS_RECORD_HANDSHAKE 0x16      /* the first byte of every TLS ClientHello */
+#define TLS_REFUSED_DRAIN (64 * 1024)  /* plain text read and dropped before the close */
+#define TLS_REFUSED_SECONDS 2          /* ... for this long at most */
+#define TLS_REFUSED_LINE "CLIENT_ERROR this port speaks TLS\r\n"
 
 enum tls_state {
+    TLS_PEEK,      /* on the set; waiting for the first byte: a handshake or plain text? */
+    TLS_REFUSED,   /* on the set; plain text, told so: reading to the client's end, then gone */
     TLS_HANDSHAKE, /* on the set; no connection yet */
     TLS_OPEN,      /* a connection's transport */
     TLS_CLOSING,   /* the connection closed; on the set until the output has left */
@@ -57,8 +71,13 @@ struct conn_tls {
     enum tls_state state;
     enum tls_bye bye;
     struct conn_tls_set *set;
-    struct conn_tls *prev, *next; /* on set (TLS_HANDSHAKE, TLS_CLOSING) */
+    struct conn_tls *prev, *next; /* on set (all but TLS_OPEN) */
     struct bufferevent *bev;      /* the client's socket, its SSL, plaintext input and output */
+    SSL *ssl;                     /* TLS_PEEK, TLS_REFUSED: the SSL no bufferevent has yet */
+    int fd;                       /* ... and the socket */
+    struct event *ev_peek;        /* ... and the event that reads it */
+    size_t drained;               /* TLS_REFUSED: plain bytes read and dropped */
+    uint64_t refused_until;       /* TLS_REFUSED: clock_mono_ms() after which it goes */
     struct event *ev_ready;       /* every call into the connection comes from here */
     struct worker *w;
     const struct conn_proto *proto;
@@ -102,7 +121,14 @@ static void client_free(struct conn_tls *t)
         unlink_from(t);
     if (t->ev_ready != NULL)
         event_free(t->ev_ready);
-    bufferevent_free(t->bev); /* frees the SSL and closes the socket */
+    if (t->ev_peek != NULL)
+        event_free(t->ev_peek);
+    if (t->bev != NULL) {
+        bufferevent_free(t->bev); /* frees the SSL and closes the socket */
+    } else {
+        SSL_free(t->ssl);
+        close(t->fd);
+    }
     log_msg(LOG_DEBUG, "TLS client %s gone", t->name);
     free(t);
 }
@@ -389,6 +415,90 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     poke(t);
 }
 
+/* The first byte was a handshake record's: from here on the bufferevent owns both. */
+static void start_handshake(struct conn_tls *t)
+{
+    event_free(t->ev_peek);
+    t->ev_peek = NULL;
+    SSL *ssl = t->ssl;
+    t->ssl = NULL;
+    t->bev = bufferevent_openssl_socket_new(t->w->base, t->fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                            BEV_OPT_CLOSE_ON_FREE);
+    if (t->bev == NULL) { /* libevent freed the SSL; the socket is still ours */
+        log_msg(LOG_ERROR, "TLS accept: out of memory for a new connection");
+        client_free(t);
+        return;
+    }
+    t->state = TLS_HANDSHAKE;
+    /* A client that closes without close_notify is an EOF, not an error. */
+    bufferevent_openssl_set_allow_dirty_shutdown(t->bev, 1);
+    struct timeval tv = {.tv_sec = TLS_HANDSHAKE_SECONDS, .tv_usec = 0};
+    bufferevent_set_timeouts(t->bev, &tv, &tv);
+    bufferevent_setcb(t->bev, on_input, on_written, on_event, t);
+    bufferevent_enable(t->bev, EV_READ | EV_WRITE);
+}
+
+/* Reads and drops what a refused client sends; true once it is done with (its end, an
+ * error, or more than TLS_REFUSED_DRAIN bytes: then the close may reset). */
+static bool drain_refused(struct conn_tls *t)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(t->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            t->drained += (size_t)n;
+            if (t->drained > TLS_REFUSED_DRAIN)
+                return true;
+            continue;
+        }
+        return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
+}
+
+/*
+ * TLS_PEEK: the first byte decides; TLS_REFUSED: the plain-text client's input is read to
+ * its end (so that closing sends a FIN after our line, not a reset that could overtake
+ * it), for TLS_REFUSED_SECONDS at most. May free t.
+ */
+static void on_peek(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn_tls *t = arg;
+    if (t->state == TLS_REFUSED) {
+        if ((what & EV_TIMEOUT) || clock_mono_ms() > t->refused_until || drain_refused(t))
+            client_free(t);
+        return;
+    }
+    if (what & EV_TIMEOUT) {
+        log_msg(LOG_INFO, "TLS handshake with %s failed: timed out", t->name);
+        client_free(t);
+        return;
+    }
+    unsigned char first;
+    ssize_t n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return; /* still persistent: the next readiness tells */
+    if (n <= 0) {
+        log_msg(LOG_INFO, "TLS handshake with %s failed: %s", t->name,
+                n == 0 ? "closed" : strerror(errno));
+        client_free(t);
+        return;
+    }
+    if (first == TLS_RECORD_HANDSHAKE) {
+        start_handshake(t);
+        return;
+    }
+    log_msg(LOG_INFO, "TLS handshake with %s failed: plain text, not TLS (told so, closed)",
+            t->name);
+    /* Best effort and without waiting: a fresh socket's buffer holds one line. */
+    (void)send(fd, TLS_REFUSED_LINE, sizeof TLS_REFUSED_LINE - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    shutdown(fd, SHUT_WR);
+    t->state = TLS_REFUSED;
+    t->refused_until = clock_mono_ms() + TLS_REFUSED_SECONDS * 1000;
+    struct timeval tv = {.tv_sec = TLS_REFUSED_SECONDS, .tv_usec = 0};
+    if (drain_refused(t) || event_add(t->ev_peek, &tv) != 0)
+        client_free(t);
+}
+
 int conn_tls_accept(struct conn_tls_set *set, struct worker *w, const struct conn_proto *proto,
                     SSL *ssl, int fd, const struct sockaddr *peer, socklen_t peerlen)
 {
@@ -398,22 +508,23 @@ int conn_tls_accept(struct conn_tls_set *set, struct worker *w, const struct con
     t->set = set;
     t->w = w;
     t->proto = proto;
+    t->ssl = ssl;
+    t->fd = fd;
     if (peerlen > sizeof t->peer)
         peerlen = sizeof t->peer;
     memcpy(&t->peer, peer, peerlen);
     t->peerlen = peerlen;
     netaddr_format(peer, peerlen, t->name, sizeof t->name);
-    t->bev = bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                            BEV_OPT_CLOSE_ON_FREE);
-    ssl = NULL; /* the bufferevent owns it now, or libevent freed it */
-    if (t->bev == NULL)
-        goto error;
-    /* A client that closes without close_notify is an EOF, not an error. */
-    bufferevent_openssl_set_allow_dirty_shutdown(t->bev, 1);
+    t->state = TLS_PEEK;
+    /* Persistent: a readiness that turns out empty (EAGAIN) waits for the next. The
+     * timeout restarts at each, so TLS_REFUSED keeps its own deadline. */
+    t->ev_peek = event_new(w->base, fd, EV_READ | EV_PERSIST, on_peek, t);
     struct timeval tv = {.tv_sec = TLS_HANDSHAKE_SECONDS, .tv_usec = 0};
-    bufferevent_set_timeouts(t->bev, &tv, &tv);
-    bufferevent_setcb(t->bev, on_input, on_written, on_event, t);
-    bufferevent_enable(t->bev, EV_READ | EV_WRITE);
+    if (t->ev_peek == NULL || event_add(t->ev_peek, &tv) != 0) {
+        if (t->ev_peek != NULL)
+            event_free(t->ev_peek);
+        goto error;
+    }
     link_on(t);
     return 0;
 error:

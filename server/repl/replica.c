@@ -4,13 +4,25 @@
  * full sync (every filter replaced by the primary's, then snapshotted here), and from then
  * on every record applied through mutate_apply_record as it arrives. Each read is
  * acknowledged (REPLCONF ACK), and once a second besides. A damaged or unexpected record
- * drops the link; it reconnects after REPL_RETRY_MS and resyncs.
+ * drops the link; it reconnects after REPL_RETRY_MS, doubled after each failure up to
+ * REPL_RETRY_MAX_MS until a link comes up, and resyncs.
+ *
+ * Nothing here blocks the loop: the primary's name is resolved by evdns on the loop (it
+ * reads /etc/resolv.conf and /etc/hosts), and with replica_tls the link is a
+ * bufferevent_openssl that checks the primary's certificate and its name (the host of
+ * replica_of, sent as SNI too) before anything is sent.
  */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
 #include <event2/event.h>
-#include <netdb.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,16 +47,29 @@
 #include "server/store/registry.h"
 
 #define REPL_RETRY_MS 500
+#define REPL_RETRY_MAX_MS 5000
+#define REPL_CONNECT_SECONDS 10 /* to connect and handshake; then no timeout (idle is fine) */
 #define REPL_ACK_MS 1000
 #define REPL_LINE_MAX 512
 
 enum link_step {
-    STEP_CONNECTING,
-    STEP_AUTH,   /* waiting for AUTH's OK */
-    STEP_PSYNC,  /* waiting for CONTINUE or FULLSYNC */
-    STEP_FILTER, /* waiting for a FILTER line */
-    STEP_DATA,   /* reading a filter's bytes */
-    STEP_STREAM, /* records */
+    STEP_IDLE,       /* waiting for the retry timer */
+    STEP_RESOLVING,  /* evdns looks the primary's name up */
+    STEP_CONNECTING, /* TCP connect, and the TLS handshake with replica_tls */
+    STEP_AUTH,       /* waiting for AUTH's OK */
+    STEP_PSYNC,      /* waiting for CONTINUE or FULLSYNC */
+    STEP_FILTER,     /* waiting for a FILTER line */
+    STEP_DATA,       /* reading a filter's bytes */
+    STEP_STREAM,     /* records */
+};
+
+/*
+ * A lookup can outlive its link: evdns answers a request failed by evdns_base_free() from
+ * the loop later (a deferred callback). So the callback's argument is this, which the
+ * link lets go of when it stops; the callback frees it.
+ */
+struct repl_lookup {
+    struct repl_link *l; /* NULL: the link is gone, the answer is dropped */
 };
 
 struct repl_link {
@@ -52,6 +77,13 @@ struct repl_link {
     char host[256], port[8];
     struct bufferevent *bev;
     struct event *retry, *ack;
+    struct evdns_base *dns;                  /* the primary's name, resolved on the loop */
+    struct repl_lookup *lookup;              /* STEP_RESOLVING: the lookup under way */
+    SSL_CTX *tls;                            /* replica_tls: made at the first connect */
+    struct evutil_addrinfo *addrs;           /* STEP_CONNECTING: the lookup's answer */
+    const struct evutil_addrinfo *addr;      /* ... the address tried */
+    const struct evutil_addrinfo *next_addr; /* ... the one to try if it fails, or NULL */
+    unsigned retry_ms;                       /* the next retry's delay */
     enum link_step step;
     size_t nfilters, got; /* full sync: filters announced, received */
     uint64_t sync_offset; /* full sync: the offset it is at */
@@ -194,6 +226,7 @@ static void synced(struct repl_link *l)
     srv->repl.delta = durable_on(srv) ? l->sync_offset - durable_last_pos(srv) : 0;
     srv->repl.link = SERVER_LINK_UP;
     l->step = STEP_STREAM;
+    l->retry_ms = REPL_RETRY_MS;
     /* What came in a full sync has no records here: a snapshot makes it durable. */
     if (srv->snap != NULL && snapshot_flush(srv->snap, NULL, flushed, l->r) != 0)
         log_msg(LOG_WARN, "replication: cannot queue the snapshot after the full sync");
@@ -266,6 +299,7 @@ static bool on_line(struct repl_link *l, const char *line)
             memcpy(l->r->id, id, REPL_ID_LEN + 1);
             srv->repl.link = SERVER_LINK_UP;
             l->step = STEP_STREAM;
+            l->retry_ms = REPL_RETRY_MS;
             log_msg(LOG_INFO, "replication: partial resync from %s at offset %llu",
                     srv->repl.primary, off);
             send_ack(l);
@@ -380,10 +414,23 @@ static void start_handshake(struct repl_link *l)
     send_line(l, line);
 }
 
+static void free_addrs(struct repl_link *l)
+{
+    if (l->addrs != NULL)
+        evutil_freeaddrinfo(l->addrs);
+    l->addrs = NULL;
+    l->addr = l->next_addr = NULL;
+}
+
+/* The retry timer, after the current delay; the next failure waits twice as long. */
 static void schedule_retry(struct repl_link *l)
 {
-    struct timeval tv = {.tv_sec = 0, .tv_usec = REPL_RETRY_MS * 1000};
+    free_addrs(l); /* the next try looks the name up again */
+    unsigned ms = l->retry_ms;
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (long)(ms % 1000) * 1000};
+    l->step = STEP_IDLE;
     evtimer_add(l->retry, &tv);
+    l->retry_ms = ms >= REPL_RETRY_MAX_MS / 2 ? REPL_RETRY_MAX_MS : ms * 2;
 }
 
 static void close_bev(struct repl_link *l)
@@ -404,52 +451,266 @@ static void drop(struct repl_link *l, const char *why)
     schedule_retry(l);
 }
 
+/* ---- TLS to the primary ---- */
+
+static bool is_ip(const char *host)
+{
+    unsigned char b[sizeof(struct in6_addr)];
+    return evutil_inet_pton(AF_INET, host, b) == 1 || evutil_inet_pton(AF_INET6, host, b) == 1;
+}
+
+/* The oldest queued OpenSSL error as text (or fallback), and clears the queue. */
+static const char *ssl_error(char *buf, size_t len, const char *fallback)
+{
+    unsigned long e = ERR_get_error();
+    if (e == 0)
+        snprintf(buf, len, "%s", fallback);
+    else
+        ERR_error_string_n(e, buf, len);
+    ERR_clear_error();
+    return buf;
+}
+
+/* The client context: TLS 1.2 and later, the primary verified against replica_tls_ca_file
+ * or the system's CAs (unless replica_tls_insecure), replica_tls_cert_file shown when the
+ * primary asks for a client certificate. NULL after logging why. */
+static SSL_CTX *client_ctx(const struct config *cfg)
+{
+    char why[256];
+    const char *step = "create a TLS context";
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1)
+        goto error;
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    /* A primary that goes away without close_notify is an end, as on a plain link. */
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+    if (cfg->replica_tls_cert_file[0] != '\0') {
+        step = cfg->replica_tls_cert_file;
+        if (SSL_CTX_use_certificate_chain_file(ctx, cfg->replica_tls_cert_file) != 1)
+            goto error;
+        step = cfg->replica_tls_key_file;
+        if (SSL_CTX_use_PrivateKey_file(ctx, cfg->replica_tls_key_file, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(ctx) != 1)
+            goto error;
+    }
+    if (cfg->replica_tls_insecure) {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+        return ctx;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    const char *ca = cfg->replica_tls_ca_file;
+    step = ca[0] != '\0' ? ca : "the system's CA certificates";
+    if ((ca[0] != '\0' ? SSL_CTX_load_verify_locations(ctx, ca, NULL)
+                       : SSL_CTX_set_default_verify_paths(ctx)) != 1)
+        goto error;
+    return ctx;
+error:
+    log_msg(LOG_ERROR, "replication: TLS to the primary: %s: %s", step,
+            ssl_error(why, sizeof why, "failed"));
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+/* A new SSL towards l->host: SNI for a name, and the certificate must name the host
+ * (a DNS name or an IP address in its subjectAltName). NULL after logging why. */
+static SSL *client_ssl(struct repl_link *l)
+{
+    const struct config *cfg = &l->r->srv->cfg;
+    char why[256];
+    if (l->tls == NULL && (l->tls = client_ctx(cfg)) == NULL)
+        return NULL;
+    SSL *ssl = SSL_new(l->tls);
+    if (ssl == NULL)
+        goto error;
+    bool ip = is_ip(l->host);
+    if (!ip && SSL_set_tlsext_host_name(ssl, l->host) != 1)
+        goto error;
+    if (!cfg->replica_tls_insecure &&
+        (ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), l->host)
+            : SSL_set1_host(ssl, l->host)) != 1)
+        goto error;
+    return ssl;
+error:
+    log_msg(LOG_ERROR, "replication: TLS to %s: %s", l->r->srv->repl.primary,
+            ssl_error(why, sizeof why, "out of memory"));
+    SSL_free(ssl);
+    return NULL;
+}
+
+/* Why the link failed, for the log: the TLS reason when there is one. */
+static void link_error(struct repl_link *l, short what, char *why, size_t len)
+{
+    int sys = EVUTIL_SOCKET_ERROR();
+    if (what & BEV_EVENT_TIMEOUT) {
+        snprintf(why, len, "no answer within %d s", REPL_CONNECT_SECONDS);
+        return;
+    }
+    SSL *ssl = l->r->srv->cfg.replica_tls ? bufferevent_openssl_get_ssl(l->bev) : NULL;
+    unsigned long e = ssl != NULL ? bufferevent_get_openssl_error(l->bev) : 0;
+    long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+    if (l->step == STEP_CONNECTING && ssl != NULL && v != X509_V_OK) {
+        const char *ca = l->r->srv->cfg.replica_tls_ca_file;
+        if (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH)
+            snprintf(why, len, "TLS: the primary's certificate does not name %s (%s)", l->host,
+                     X509_verify_cert_error_string(v));
+        else
+            snprintf(why, len, "TLS: the primary's certificate: %s (verified against %.200s)",
+                     X509_verify_cert_error_string(v), ca[0] != '\0' ? ca : "the system's CAs");
+    } else if (e != 0 && ERR_GET_LIB(e) != 0) { /* not libevent's SSL_ERROR_SYSCALL (5) */
+        char s[200];
+        ERR_error_string_n(e, s, sizeof s);
+        snprintf(why, len, "TLS: %s%s", s,
+                 l->step == STEP_CONNECTING ? " (in the handshake: is it the primary's --tls-port?)"
+                                            : "");
+    } else if (what & BEV_EVENT_EOF) {
+        snprintf(why, len, "%s",
+                 l->step == STEP_CONNECTING && ssl != NULL
+                     ? "the primary closed the connection in the TLS handshake (is it its "
+                       "--tls-port?)"
+                     : "the primary closed the connection");
+    } else {
+        snprintf(why, len, "%s", evutil_socket_error_to_string(sys));
+    }
+    ERR_clear_error();
+}
+
+/* ---- connecting ---- */
+
+/* ai's address as text, for the log. */
+static const char *addr_text(const struct evutil_addrinfo *ai, char *buf, size_t len)
+{
+    const void *a = NULL;
+    if (ai != NULL && ai->ai_family == AF_INET)
+        a = &((const struct sockaddr_in *)(const void *)ai->ai_addr)->sin_addr;
+    else if (ai != NULL && ai->ai_family == AF_INET6)
+        a = &((const struct sockaddr_in6 *)(const void *)ai->ai_addr)->sin6_addr;
+    if (a == NULL || evutil_inet_ntop(ai->ai_family, a, buf, len) == NULL)
+        snprintf(buf, len, "?");
+    return buf;
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct repl_link *l = arg;
-    (void)bev;
     if (what & BEV_EVENT_CONNECTED) {
-        log_msg(LOG_INFO, "replication: connected to primary %s", l->r->srv->repl.primary);
+        bufferevent_set_timeouts(bev, NULL, NULL); /* an idle link is fine */
+        SSL *ssl = l->r->srv->cfg.replica_tls ? bufferevent_openssl_get_ssl(bev) : NULL;
+        if (ssl != NULL)
+            log_msg(LOG_INFO, "replication: connected to primary %s over %s (%s)",
+                    l->r->srv->repl.primary, SSL_get_version(ssl), SSL_get_cipher_name(ssl));
+        else
+            log_msg(LOG_INFO, "replication: connected to primary %s", l->r->srv->repl.primary);
+        free_addrs(l);
         start_handshake(l);
         return;
     }
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-        drop(l, what & BEV_EVENT_EOF ? "the primary closed the connection"
-                                     : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-}
-
-static void connect_now(struct repl_link *l)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int e = getaddrinfo(l->host, l->port, &hints, &ai);
-    if (e != 0) {
-        log_msg(LOG_WARN, "replication: cannot resolve %s: %s", l->r->srv->repl.primary,
-                gai_strerror(e));
-        schedule_retry(l);
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+        return;
+    char why[400];
+    link_error(l, what, why, sizeof why);
+    if (l->step == STEP_CONNECTING && l->next_addr != NULL) {
+        /* The name has more addresses: the next one, from the loop (this may run inside
+         * bufferevent_socket_connect, which must not be re-entered). */
+        char at[64];
+        log_msg(LOG_WARN, "replication: link to %s at %s failed: %s; trying its next address",
+                l->r->srv->repl.primary, addr_text(l->addr, at, sizeof at), why);
+        close_bev(l);
+        l->step = STEP_IDLE;
+        static const struct timeval now = {0, 0};
+        evtimer_add(l->retry, &now);
         return;
     }
-    l->bev = bufferevent_socket_new(l->r->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    drop(l, why);
+}
+
+/* Connects to ai, one address of l->addrs (TLS with replica_tls). */
+static void connect_to(struct repl_link *l, const struct evutil_addrinfo *ai)
+{
+    struct server *srv = l->r->srv;
+    l->addr = ai;
+    l->next_addr = ai->ai_next;
+    if (srv->cfg.replica_tls) {
+        SSL *ssl = client_ssl(l);
+        if (ssl == NULL) {
+            schedule_retry(l);
+            return;
+        }
+        /* Takes ssl over, freeing it on failure. */
+        l->bev = bufferevent_openssl_socket_new(l->r->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                                BEV_OPT_CLOSE_ON_FREE);
+        if (l->bev != NULL)
+            bufferevent_openssl_set_allow_dirty_shutdown(l->bev, 1);
+    } else {
+        l->bev = bufferevent_socket_new(l->r->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (l->bev == NULL) {
-        freeaddrinfo(ai);
+        log_msg(LOG_ERROR, "replication: out of memory for the link to %s", srv->repl.primary);
         schedule_retry(l);
         return;
     }
     bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+    struct timeval tv = {.tv_sec = REPL_CONNECT_SECONDS, .tv_usec = 0};
+    bufferevent_set_timeouts(l->bev, &tv, &tv);
     bufferevent_enable(l->bev, EV_READ | EV_WRITE);
     l->step = STEP_CONNECTING;
-    if (bufferevent_socket_connect(l->bev, ai->ai_addr, (int)ai->ai_addrlen) != 0) {
-        freeaddrinfo(ai);
+    /* A connect that fails at once has told on_event already, which dropped the link. */
+    if (bufferevent_socket_connect(l->bev, ai->ai_addr, (int)ai->ai_addrlen) != 0 && l->bev != NULL)
         drop(l, "connect failed");
+}
+
+static void on_resolved(int result, struct evutil_addrinfo *ai, void *arg)
+{
+    struct repl_lookup *q = arg;
+    struct repl_link *l = q->l;
+    free(q);
+    if (l == NULL) { /* the link stopped meanwhile */
+        if (ai != NULL)
+            evutil_freeaddrinfo(ai);
         return;
     }
-    freeaddrinfo(ai);
+    l->lookup = NULL;
+    free_addrs(l);
+    if (result != 0 || ai == NULL) {
+        log_msg(LOG_WARN, "replication: cannot resolve %s: %s (next try in %u ms)",
+                l->r->srv->repl.primary, evutil_gai_strerror(result), l->retry_ms);
+        if (ai != NULL)
+            evutil_freeaddrinfo(ai);
+        schedule_retry(l);
+        return;
+    }
+    l->addrs = ai; /* kept while connecting: its other addresses are tried in turn */
+    connect_to(l, ai);
+}
+
+/* Resolves the primary's name without blocking, then connects (on_resolved). */
+static void connect_now(struct repl_link *l)
+{
+    struct evutil_addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP};
+    struct repl_lookup *q = malloc(sizeof *q);
+    if (q == NULL) {
+        log_msg(LOG_ERROR, "replication: out of memory to resolve %s", l->r->srv->repl.primary);
+        schedule_retry(l);
+        return;
+    }
+    q->l = l;
+    l->lookup = q;
+    l->step = STEP_RESOLVING;
+    /* An address or an /etc/hosts name is answered at once: on_resolved has run by the
+     * time this returns (and freed q). Otherwise it runs from the loop. */
+    (void)evdns_getaddrinfo(l->dns, l->host, l->port, &hints, on_resolved, q);
 }
 
 static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    connect_now(arg);
+    struct repl_link *l = arg;
+    if (l->next_addr != NULL)
+        connect_to(l, l->next_addr);
+    else
+        connect_now(l);
 }
 
 static void on_ack(evutil_socket_t fd, short what, void *arg)
@@ -461,6 +722,22 @@ static void on_ack(evutil_socket_t fd, short what, void *arg)
         send_ack(l);
 }
 
+/* A resolver on base from /etc/resolv.conf and /etc/hosts; without the first, /etc/hosts
+ * and addresses only (logged). */
+static struct evdns_base *new_resolver(struct event_base *base)
+{
+    struct evdns_base *dns =
+        evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (dns != NULL)
+        return dns;
+    log_msg(LOG_WARN, "replication: cannot read /etc/resolv.conf: the primary's name must be "
+                      "an address or in /etc/hosts");
+    dns = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (dns != NULL)
+        (void)evdns_base_load_hosts(dns, NULL);
+    return dns;
+}
+
 int repl_link_start(struct repl *r, const char *host, const char *port)
 {
     struct repl_link *l = calloc(1, sizeof *l);
@@ -469,17 +746,27 @@ int repl_link_start(struct repl *r, const char *host, const char *port)
     l->r = r;
     snprintf(l->host, sizeof l->host, "%s", host);
     snprintf(l->port, sizeof l->port, "%s", port);
+    l->retry_ms = REPL_RETRY_MS;
     l->retry = evtimer_new(r->base, on_retry, l);
     l->ack = event_new(r->base, -1, EV_PERSIST, on_ack, l);
     l->stream = mutate_stream_new(r->srv, false);
+    l->dns = new_resolver(r->base);
     struct timeval tv = {.tv_sec = REPL_ACK_MS / 1000, .tv_usec = (REPL_ACK_MS % 1000) * 1000};
-    if (l->retry == NULL || l->ack == NULL || l->stream == NULL || event_add(l->ack, &tv) != 0) {
+    if (l->retry == NULL || l->ack == NULL || l->stream == NULL || l->dns == NULL ||
+        event_add(l->ack, &tv) != 0) {
         r->link = l;
         repl_link_stop(r);
         return -1;
     }
     r->link = l;
     r->srv->repl.link = SERVER_LINK_DOWN;
+    const struct config *cfg = &r->srv->cfg;
+    if (cfg->replica_tls && cfg->replica_tls_insecure)
+        log_msg(LOG_WARN,
+                "replication: TLS to %s without verifying its certificate "
+                "(replica_tls_insecure%s)",
+                r->srv->repl.primary,
+                cfg->replica_tls_ca_file[0] != '\0' ? "; replica_tls_ca_file is not used" : "");
     connect_now(l);
     return 0;
 }
@@ -489,11 +776,19 @@ void repl_link_stop(struct repl *r)
     struct repl_link *l = r->link;
     if (l == NULL)
         return;
+    if (l->lookup != NULL)
+        l->lookup->l = NULL; /* its answer comes later, to nobody */
     close_bev(l);
+    free_addrs(l);
+    /* Not evdns_getaddrinfo_cancel(): its answer, deferred, would reach the freed base.
+     * Failing the requests here (DNS_ERR_SHUTDOWN) leaves the base out of their end. */
+    if (l->dns != NULL)
+        evdns_base_free(l->dns, 1);
     if (l->retry != NULL)
         event_free(l->retry);
     if (l->ack != NULL)
         event_free(l->ack);
+    SSL_CTX_free(l->tls);
     mutate_stream_free(l->stream, NULL);
     free(l);
     r->link = NULL;

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from conftest import read_until_closed
 from httputil import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl(1)")
@@ -29,10 +30,11 @@ class CA:
         _run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(self.key),
              "-out", str(self.cert), "-days", "2", "-subj", "/CN=bloomd test CA")
 
-    def issue(self, name, days=2, server=True, expired=False):
+    def issue(self, name, days=2, server=True, expired=False,
+              san="IP:127.0.0.1,DNS:localhost"):
         key, csr, crt = (self.d / (name + s) for s in (".key", ".csr", ".pem"))
         ext = self.d / (name + ".ext")
-        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n" if server else
+        ext.write_text("subjectAltName=%s\n" % san if server else
                        "extendedKeyUsage=clientAuth\n")
         _run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
              "-subj", "/CN=" + name)
@@ -156,22 +158,62 @@ def test_client_certificate_required(daemon_factory, ca):
 
 
 def test_plaintext_to_tls_port(daemon_factory, ca):
+    """Plain text on the TLS port gets one plain line saying so and a close at once (issue
+    27), not a silent reset; the filters are untouched and real TLS clients still work."""
     d, port = tls_daemon(daemon_factory, *ca.issue("server"))
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"LIST\r\n")
-        data = b""
-        try:
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-        except ConnectionResetError:
-            pass
-    assert b"END" not in data
+    for request in (b"VERSION\r\n", b"LIST\r\n", b"get f:k\r\n" * 50):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            t0 = time.monotonic()
+            s.sendall(request)
+            data = read_until_closed(s, timeout=5)
+            took = time.monotonic() - t0
+        assert data == b"CLIENT_ERROR this port speaks TLS\r\n", (request[:20], data)
+        assert took < 1.0, took
     assert "TLS handshake with 127.0.0.1" in d.log()
+    assert "plain text, not TLS" in d.log()
+    # A client that says nothing is still given the handshake's deadline, and a TLS client
+    # whose first bytes come slowly is not mistaken for plain text.
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        time.sleep(0.3)
+        c = TLSClient.__new__(TLSClient)
+        c.sock, c.buf = context(ca).wrap_socket(raw, server_hostname="127.0.0.1"), b""
+        assert c.cmd("VERSION").startswith("VERSION")
+    c = TLSClient(port, context(ca))
+    assert c.cmd("LIST") == "END"
+    c.close()
     with d.client() as p:
         assert p.cmd("LIST") == "END"
+    assert d.alive()
+
+
+def test_plaintext_client_that_keeps_sending(daemon_factory, ca):
+    """A plain client that keeps writing to the TLS port after the line is cut off within
+    seconds (its input is drained 64 KiB at most), and costs the daemon nothing after."""
+    d, port = tls_daemon(daemon_factory, *ca.issue("server"))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"VERSION\r\n")
+        got, t0, closed = b"", time.monotonic(), False
+        while time.monotonic() - t0 < 10 and not closed:
+            try:
+                s.sendall(b"x" * 4096)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            s.settimeout(0.01)
+            try:
+                chunk = s.recv(4096)
+                got += chunk
+                closed = chunk == b""
+            except socket.timeout:
+                pass
+            except ConnectionResetError:
+                closed = True
+        assert closed, "still open after %.1f s" % (time.monotonic() - t0)
+        assert time.monotonic() - t0 < 5
+    assert got.startswith(b"CLIENT_ERROR this port speaks TLS\r\n") or got == b"", got[:80]
+    with d.client() as p:
+        assert p.cmd("VERSION").startswith("VERSION")
+    assert d.alive()
 
 
 def test_tls_to_plain_port(daemon_factory, ca):
