@@ -749,6 +749,7 @@ void repl_replicaof(struct server *srv, const struct proto_request *req, struct 
     memcpy(host, a.ptr, a.len);
     host[a.len] = '\0';
     snprintf(ps, sizeof ps, "%u", (unsigned)port);
+    r->rejoin = r->rejoin || srv->repl.role == SERVER_PRIMARY; /* its filters go first */
     if (become_replica(r, host, ps) != 0) {
         result_set(res, RESULT_SERVER_ERROR, "cannot start the link to the primary");
         return;
@@ -781,6 +782,7 @@ int repl_start(struct server *srv, struct event_base *base)
     }
     if (repl_state_load(r) != 0)
         r->id[0] = '\0'; /* nothing held: PSYNC ? asks for a full sync */
+    repl_rejoin_at_start(r);
     return become_replica(r, host, port);
 }
 

@@ -31,6 +31,8 @@ struct repl {
     struct repl_held *held, *held_tail; /* replies waiting for acknowledgements */
     struct event *hold_timer;           /* the oldest held reply's deadline */
     struct repl_link *link;             /* the link to this server's primary; NULL on a primary */
+    bool rejoin; /* its own filters go to its primary before the next full sync (rejoin.c):
+                    set when a primary becomes a replica, cleared once they were sent */
 };
 
 /* A new random stream id into id[REPL_ID_LEN + 1]. */
@@ -48,6 +50,13 @@ void repl_close_feeds(struct repl *r, const char *why);
 int repl_state_save(struct repl *r);
 void repl_state_remove(struct repl *r);
 int repl_state_load(struct repl *r);
+
+/*
+ * At start-up with replica_of, after repl_state_load(): a data dir that holds filters but
+ * no replica.state of a stream it followed (r->id is "") is an old primary's, so
+ * r->rejoin is set (rejoin.c).
+ */
+void repl_rejoin_at_start(struct repl *r);
 
 /* The replica's link (replica.c): started towards host:port, stopped. */
 int repl_link_start(struct repl *r, const char *host, const char *port);

@@ -5,7 +5,9 @@
  * on every record applied through mutate_apply_record as it arrives. Each read is
  * acknowledged (REPLCONF ACK), and once a second besides. A damaged or unexpected record
  * drops the link; it reconnects after REPL_RETRY_MS, doubled after each failure up to
- * REPL_RETRY_MAX_MS until a link comes up, and resyncs.
+ * REPL_RETRY_MAX_MS until a link comes up, and resyncs. A server that was a primary
+ * (r->rejoin) first sends its own filters over the link, between AUTH and PSYNC
+ * (rejoin.c), so that the full sync which drops them loses none of its keys.
  *
  * Nothing here blocks the loop: the primary's name is resolved by evdns on the loop (it
  * reads /etc/resolv.conf and /etc/hosts), and with replica_tls the link is a
@@ -41,6 +43,7 @@
 #include "server/persist/datadir.h"
 #include "server/persist/durable.h"
 #include "server/persist/snapshot.h"
+#include "server/repl/rejoin.h"
 #include "server/repl/repl.h"
 #include "server/repl/repl_internal.h"
 #include "server/store/kinds.h"
@@ -57,6 +60,7 @@ enum link_step {
     STEP_RESOLVING,  /* evdns looks the primary's name up */
     STEP_CONNECTING, /* TCP connect, and the TLS handshake with replica_tls */
     STEP_AUTH,       /* waiting for AUTH's OK */
+    STEP_REJOIN,     /* an old primary's filters go to the primary first (rejoin.c) */
     STEP_PSYNC,      /* waiting for CONTINUE or FULLSYNC */
     STEP_FILTER,     /* waiting for a FILTER line */
     STEP_DATA,       /* reading a filter's bytes */
@@ -93,6 +97,7 @@ struct repl_link {
     unsigned char *data; /* them, counted in the budget */
     struct mutate_stream *stream;
     struct journal_scratch scratch;
+    struct repl_rejoin *rejoin; /* r->rejoin: sending this server's filters, kept across links */
 };
 
 static const struct kind_ops *find_kind(void *ctx, uint32_t tag)
@@ -278,6 +283,45 @@ static bool apply_records(struct repl_link *l)
     }
 }
 
+/* ---- the handshake ---- */
+
+static void send_psync(struct repl_link *l)
+{
+    struct server *srv = l->r->srv;
+    char line[160];
+    bool have = l->r->id[0] != '\0' && srv->repl.link != SERVER_LINK_SYNC;
+    snprintf(line, sizeof line, "PSYNC %s %llu\r\n", have ? l->r->id : "?",
+             (unsigned long long)srv->repl.offset);
+    send_line(l, line);
+    l->step = STEP_PSYNC;
+}
+
+/* The rejoin is over: its filters are on the primary, or given up on (logged). */
+static void rejoined(void *arg)
+{
+    struct repl_link *l = arg;
+    struct repl_rejoin *j = l->rejoin;
+    l->rejoin = NULL;
+    l->r->rejoin = false; /* once per transition: the next link just resyncs */
+    repl_rejoin_free(j);
+    send_psync(l);
+}
+
+/* The link is up (and authenticated): this server's own filters first, then PSYNC. */
+static void begin_rejoin(struct repl_link *l)
+{
+    if (l->rejoin == NULL) {
+        if (registry_count(l->r->srv->reg) == 0 ||
+            (l->rejoin = repl_rejoin_new(l->r, rejoined, l)) == NULL) {
+            l->r->rejoin = false; /* nothing to send, or no memory (logged) */
+            send_psync(l);
+            return;
+        }
+    }
+    l->step = STEP_REJOIN;
+    repl_rejoin_begin(l->rejoin, l->bev);
+}
+
 /* ---- the link's events ---- */
 
 static bool on_line(struct repl_link *l, const char *line)
@@ -293,6 +337,11 @@ static bool on_line(struct repl_link *l, const char *line)
             return false;
         }
         l->step = STEP_PSYNC;
+        if (l->r->rejoin)
+            begin_rejoin(l);
+        return true;
+    case STEP_REJOIN:
+        repl_rejoin_line(l->rejoin, line);
         return true;
     case STEP_PSYNC:
         if (sscanf(line, "CONTINUE %47s %llu", id, &off) == 2 && strlen(id) == REPL_ID_LEN) {
@@ -401,17 +450,17 @@ static void start_handshake(struct repl_link *l)
 {
     struct server *srv = l->r->srv;
     char line[400];
-    if (srv->repl_token[0] != '\0') {
+    bool auth = srv->repl_token[0] != '\0';
+    if (auth) {
         snprintf(line, sizeof line, "AUTH %s\r\n", srv->repl_token);
         send_line(l, line);
-        l->step = STEP_AUTH;
-    } else {
-        l->step = STEP_PSYNC;
     }
-    bool have = l->r->id[0] != '\0' && srv->repl.link != SERVER_LINK_SYNC;
-    snprintf(line, sizeof line, "PSYNC %s %llu\r\n", have ? l->r->id : "?",
-             (unsigned long long)srv->repl.offset);
-    send_line(l, line);
+    if (!l->r->rejoin)
+        send_psync(l); /* behind AUTH: its OK comes first */
+    else if (!auth)
+        begin_rejoin(l);
+    if (auth)
+        l->step = STEP_AUTH;
 }
 
 static void free_addrs(struct repl_link *l)
@@ -439,6 +488,8 @@ static void close_bev(struct repl_link *l)
         bufferevent_free(l->bev);
     l->bev = NULL;
     free_data(l);
+    if (l->rejoin != NULL)
+        repl_rejoin_lost(l->rejoin);
 }
 
 static void drop(struct repl_link *l, const char *why)
@@ -789,6 +840,7 @@ void repl_link_stop(struct repl *r)
     if (l->ack != NULL)
         event_free(l->ack);
     SSL_CTX_free(l->tls);
+    repl_rejoin_free(l->rejoin);
     mutate_stream_free(l->stream, NULL);
     free(l);
     r->link = NULL;
