@@ -23,9 +23,23 @@
  * absent key with probability 2 * 2^-(lv + ℓ) / M (two candidates); a split keeps lv + ℓ,
  * so the bound (the sum over slots) only grows with inserts, by 2^-(lv + W - 2) / M each.
  * W is chosen so the bound stays below the promise through EXP_DESIGN_LEVELS levels of
- * growth at EXP_LOAD (>= 2048x); past that, adds fail with SBF_ELIMIT rather than break
- * the promise. A slot with no bits left (ℓ = 0, after W - 1 splits: keys from 1000x ago)
- * is copied into both children: same bound, one more slot.
+ * growth at EXP_LOAD (>= 2048x). A slot with no bits left (ℓ = 0, after W - 1 splits:
+ * keys from 1000x ago) is copied into both children: same bound, one more slot.
+ *
+ * Stages. The first table may spend EXP_FIRST_SHARE of the promise. When one more key
+ * would take it past that (after >= 512x growth; at 1% from the smallest table, at
+ * 2 * 10^8 keys), the filter starts a second table, a stage (stage_new), and new keys go there: it
+ * starts at 1/8 of the keys so far and gets half of what the first leaves, so its W is 2-3 bits
+ * wider; the third gets half of what the first two leave, and so on: the sum stays below the
+ * promise however many follow, and each lasts >= 2048x its start, so 3 stages reach 2^40
+ * keys from any start. A stage starts early, and small, when a key's cell already holds
+ * its share of the stash (stash_crowded: keys that collide in one cell). Stage i > 0
+ * files keys under a mix of the hash (exp_stage_hash), so such a run spreads there. A
+ * lookup probes every stage, newest first; an add probes the older ones and adds to the
+ * newest; an older stage takes no more adds (only deletes), so its readers and encoders
+ * work as before, and a stage is published to readers with a release store of nstages.
+ * One stage is the filter of before, byte for byte; its add path has one extra load and
+ * branch per batch.
  *
  * Overflow: if both candidates are full, the entry goes to a small stash (EXP_STASH
  * self-describing slots, scanned only when non-empty) and is put back after later splits.
@@ -64,6 +78,14 @@
 #define EXP_KICKS 8u
 /* Retries of a reader before it answers "present" (never a false negative). */
 #define EXP_READ_RETRIES 64u
+/* Share of the promise the first table may spend before a second stage starts. */
+#define EXP_FIRST_SHARE 0.75
+/* Stash entries one cell may hold (see stash_crowded). */
+#define EXP_CELL_STASH 8u
+/* Keys the initial table of a stage started on overflow holds (the smallest table). */
+#define EXP_OVERFLOW_CAPACITY 1u
+/* A stage's initial table holds the keys so far / this (it then grows by splits). */
+#define EXP_STAGE_START 8u
 
 #define STATE_LEVEL(s) ((uint32_t)((s) >> 48))
 #define STATE_CURSOR(s) ((s) & ((UINT64_C(1) << 48) - 1))
@@ -180,14 +202,16 @@ static double design_bound(uint32_t w)
 
 static uint64_t initial_blocks(uint64_t capacity, uint32_t c);
 
-int exp_geometry(const struct expandable_params *p, uint32_t *w, uint32_t *c, uint32_t *m,
-                 uint32_t *l0)
+int exp_geometry(const struct expandable_params *p, uint32_t index, uint32_t *w, uint32_t *c,
+                 uint32_t *m, uint32_t *l0)
 {
-    if (!(p->error >= EXPANDABLE_MIN_ERROR && p->error <= EXPANDABLE_MAX_ERROR) ||
-        p->capacity < 1 || p->capacity > EXPANDABLE_MAX_CAPACITY)
+    const double min = index ? 0 : EXPANDABLE_MIN_ERROR;
+    const uint32_t max_w = index ? EXP_STAGE_MAX_W : EXP_MAX_W;
+    if (!(p->error >= min && p->error <= EXPANDABLE_MAX_ERROR) || p->capacity < 1 ||
+        p->capacity > EXPANDABLE_MAX_CAPACITY || index >= EXP_MAX_STAGES)
         return SBF_EINVAL;
     uint32_t ww = EXP_MIN_W;
-    while (ww < EXP_MAX_W && design_bound(ww) > p->error)
+    while (ww < max_w && design_bound(ww) > p->error)
         ww++;
     if (design_bound(ww) > p->error)
         return SBF_EINVAL;
@@ -217,10 +241,11 @@ uint64_t exp_initial_cursor(const struct expandable *f)
     return initial_blocks(f->p.capacity, f->c) - (UINT64_C(1) << f->l0);
 }
 
-struct expandable *exp_shell_new(const struct expandable_params *p, const struct sbf_budget *b)
+struct expandable *exp_shell_new(const struct expandable_params *p, uint32_t index,
+                                 const struct sbf_budget *b)
 {
     uint32_t w, c, m, l0;
-    if (exp_geometry(p, &w, &c, &m, &l0) != SBF_OK)
+    if (exp_geometry(p, index, &w, &c, &m, &l0) != SBF_OK)
         return NULL;
     struct expandable *f = calloc(1, sizeof(*f));
     if (!f)
@@ -228,6 +253,10 @@ struct expandable *exp_shell_new(const struct expandable_params *p, const struct
     f->p = *p;
     if (b)
         f->budget = *b;
+    f->index = index;
+    f->limit = index ? p->error : EXP_FIRST_SHARE * p->error;
+    f->stage[0] = f;
+    atomic_store_explicit(&f->nstages, 1, memory_order_relaxed);
     f->w = w;
     f->c = c;
     f->m = m;
@@ -557,7 +586,7 @@ static bool has_own(const struct expandable *f, uint64_t st, struct sbf_hash h, 
     return found || stash_has(f, h.lo, j, false);
 }
 
-bool expandable_check(const struct expandable *f, struct sbf_hash h)
+static bool t_check(const struct expandable *f, struct sbf_hash h)
 {
     struct expandable *mf = (struct expandable *)f; /* the readers count only */
     atomic_fetch_add(&mf->readers, 1);
@@ -578,8 +607,8 @@ __attribute__((always_inline)) static inline void prefetch(const struct expandab
     }
 }
 
-void expandable_check_batch(const struct expandable *f, const struct sbf_hash *h, size_t n,
-                            bool *present)
+static void t_check_batch(const struct expandable *f, const struct sbf_hash *h, size_t n,
+                          bool *present)
 {
     struct expandable *mf = (struct expandable *)f;
     atomic_fetch_add(&mf->readers, 1);
@@ -592,6 +621,50 @@ void expandable_check_batch(const struct expandable *f, const struct sbf_hash *h
         present[i] = has_sync(f, h[i]);
     }
     atomic_fetch_sub(&mf->readers, 1);
+}
+
+/* Every stage, newest first; a stage publishes its keys as it publishes nstages. */
+bool expandable_check(const struct expandable *f, struct sbf_hash h)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    for (uint32_t i = n; i-- > 0;)
+        if (t_check(f->stage[i], exp_stage_hash(h, i)))
+            return true;
+    return false;
+}
+
+void expandable_check_batch(const struct expandable *f, const struct sbf_hash *h, size_t n,
+                            bool *present)
+{
+    uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    if (ns == 1) {
+        t_check_batch(f, h, n, present);
+        return;
+    }
+    enum { CHUNK = 128 };
+    struct sbf_hash q[CHUNK];
+    bool r[CHUNK];
+    size_t at[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        for (size_t k = 0; k < m; k++)
+            present[i + k] = false;
+        /* Each stage sees only the keys the newer ones did not have. */
+        for (uint32_t s = ns; s-- > 0;) {
+            size_t left = 0;
+            for (size_t k = 0; k < m; k++) {
+                if (!present[i + k]) {
+                    at[left] = i + k;
+                    q[left++] = exp_stage_hash(h[i + k], s);
+                }
+            }
+            if (left == 0)
+                break;
+            t_check_batch(f->stage[s], q, left, r);
+            for (size_t k = 0; k < left; k++)
+                present[at[k]] = r[k];
+        }
+    }
 }
 
 /* ---- writing ---- */
@@ -965,6 +1038,25 @@ static int split_next(struct expandable *f)
 }
 
 /*
+ * True if the stash already holds EXP_CELL_STASH entries of cell x at level lv. Keys that
+ * collide in one cell (both candidates full, so they go to the stash under the first)
+ * fill the stash, and a full stash forces split after split; but linear hashing reaches
+ * that cell only once the cursor has gone round, so memory would grow with the table
+ * (64x for 3,000 such keys), not with the run. So one cell may take only a few stash
+ * entries; the next key of it goes to a new stage, which hashes it apart from this table.
+ * Random keys put one or two entries of a cell there (measured: bench/expandable_growth.md).
+ */
+__attribute__((cold, noinline)) static bool stash_crowded(const struct expandable *f, uint32_t lv,
+                                                          uint64_t x)
+{
+    uint32_t n = atomic_load_explicit(&f->nstash, memory_order_relaxed), same = 0;
+    for (uint32_t i = 0; i < n; i++)
+        same += (atomic_load_explicit(&f->stash[i].tag, memory_order_relaxed) & 0xffu) == lv &&
+                atomic_load_explicit(&f->stash[i].cell, memory_order_relaxed) == x;
+    return same >= EXP_CELL_STASH;
+}
+
+/*
  * Splits while entries exceed the target load, at most EXP_SPLITS_PER_ADD per call. A
  * split that fails (budget) leaves the table fuller; adds then fill the stash and fail
  * with SBF_ENOMEM once it is full, so the key just added is kept either way.
@@ -1004,7 +1096,7 @@ static int add_one(struct expandable *f, struct sbf_hash h, bool *present)
         int k = n[1] < n[0] ? 1 : 0;
         uint32_t v = (fp_of(f, h.lo, lv[k]) << 1) | 1u;
         double d = exp_contrib(f, lv[k], v);
-        if (f->fp + d > f->p.error)
+        if (f->fp + d > f->limit)
             return SBF_ELIMIT;
         if (n[k] >= f->c && (kick(f, lv[k], x[k]) || kick(f, lv[1 - k], x[1 - k]))) {
             if (has_own(f, st, h, j, lv, x, n))
@@ -1019,6 +1111,8 @@ static int add_one(struct expandable *f, struct sbf_hash h, bool *present)
             load_block(p, b);
             xb_insert(b, f->w, j, v);
             write_block(p, b);
+        } else if (stash_crowded(f, lv[k], x[k])) {
+            return EXP_EOVERFLOW; /* the caller starts a stage for it */
         } else if (!stash_push(f, lv[k], x[k], j, v)) {
             int rc = split_next(f);
             if (rc != SBF_OK)
@@ -1035,32 +1129,141 @@ static int add_one(struct expandable *f, struct sbf_hash h, bool *present)
     return SBF_ENOMEM;
 }
 
+static int table_init(struct expandable *f);
+
+/* The writer's lookup in a table that takes no more adds (an older stage). */
+static bool has_writer(const struct expandable *f, struct sbf_hash h)
+{
+    uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
+    uint32_t lv[2], n[2];
+    uint64_t x[2];
+    return has_own(f, st, h, bucket_of(f, h), lv, x, n);
+}
+
+/*
+ * Starts stage n (the writer; n = the stages in use). It takes half of what the stages
+ * before it leave of the promise: they take no more adds, so their bound only falls
+ * (deletes), and the sum stays below the promise however many follow. It is sized for
+ * 1/8 of the keys so far, so the filter's bytes grow by ~1/8 as it starts, not 2x (sized
+ * for all of them, B/key went from 2.36 to 4.77 at 2 * 10^8 keys), and its design growth
+ * covers ~256x the keys so far. When the last table refused a key because its cell has
+ * its share of the stash (overflow), it is the smallest table: its keys are hashed apart
+ * from the last table's, so the run spreads. SBF_ELIMIT when no stage is left, the share
+ * is below what a slot can hold, or the keys exceed EXPANDABLE_MAX_CAPACITY; SBF_ENOMEM.
+ */
+static int stage_new(struct expandable *f, bool overflow)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+    if (n >= EXP_MAX_STAGES)
+        return SBF_ELIMIT;
+    double used = 0;
+    uint64_t items = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        used += f->stage[i]->fp;
+        items += atomic_load_explicit(&f->stage[i]->items, memory_order_relaxed);
+    }
+    struct expandable_params p = {.capacity = items / EXP_STAGE_START ? items / EXP_STAGE_START : 1,
+                                  .error = (f->p.error - used) / 2};
+    if (overflow)
+        p.capacity = EXP_OVERFLOW_CAPACITY;
+    if (p.capacity > EXPANDABLE_MAX_CAPACITY || !(p.error > 0))
+        return SBF_ELIMIT;
+    uint32_t w, c, m, l0;
+    if (exp_geometry(&p, n, &w, &c, &m, &l0) != SBF_OK)
+        return SBF_ELIMIT;
+    struct expandable *t = exp_shell_new(&p, n, &f->budget);
+    if (!t)
+        return SBF_ENOMEM;
+    int rc = table_init(t);
+    if (rc != SBF_OK) {
+        free(t);
+        return rc;
+    }
+    f->stage[n] = t;
+    atomic_store_explicit(&f->nstages, n + 1, memory_order_release);
+    return SBF_OK;
+}
+
+/* Adds h to a filter of several stages: present if any has it, else into the last. */
+static int staged_add_one(struct expandable *f, struct sbf_hash h, bool *present)
+{
+    for (;;) {
+        uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+        for (uint32_t i = n - 1; i-- > 0;) {
+            if (has_writer(f->stage[i], exp_stage_hash(h, i))) {
+                *present = true;
+                return SBF_OK;
+            }
+        }
+        int rc = add_one(f->stage[n - 1], exp_stage_hash(h, n - 1), present);
+        if (rc != SBF_ELIMIT && rc != EXP_EOVERFLOW)
+            return rc;
+        rc = stage_new(f, rc == EXP_EOVERFLOW);
+        if (rc != SBF_OK)
+            return rc;
+    }
+}
+
 int expandable_checkadd(struct expandable *f, struct sbf_hash h, bool *present)
 {
-    return add_one(f, h, present);
+    if (atomic_load_explicit(&f->nstages, memory_order_relaxed) == 1) {
+        int rc = add_one(f, h, present);
+        if (rc != SBF_ELIMIT && rc != EXP_EOVERFLOW)
+            return rc;
+    }
+    return staged_add_one(f, h, present);
+}
+
+/* Keys from i on, through every stage (after the first one began to refuse). */
+static int staged_add_batch(struct expandable *f, const struct sbf_hash *h, size_t n, size_t i,
+                            bool *present, size_t *count)
+{
+    for (; i < n; i++) {
+        if (i + EXP_AHEAD < n) {
+            uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+            for (uint32_t s = 0; s < ns; s++) {
+                const struct expandable *t = f->stage[s];
+                prefetch(t, atomic_load_explicit(&t->state, memory_order_relaxed),
+                         exp_stage_hash(h[i + EXP_AHEAD], s));
+            }
+        }
+        bool p;
+        int rc = staged_add_one(f, h[i], &p);
+        if (rc != SBF_OK)
+            return rc;
+        if (present)
+            present[i] = p;
+        *count += !p;
+    }
+    return SBF_OK;
 }
 
 static int add_batch(struct expandable *f, const struct sbf_hash *h, size_t n, bool *present,
                      size_t *added)
 {
-    size_t count = 0;
+    size_t count = 0, i = 0;
     int rc = SBF_OK;
-    uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
-    for (size_t i = 0; i < n && i < EXP_AHEAD; i++)
-        prefetch(f, st, h[i]);
-    for (size_t i = 0; i < n; i++) {
-        if (i + EXP_AHEAD < n) {
-            st = atomic_load_explicit(&f->state, memory_order_relaxed);
-            prefetch(f, st, h[i + EXP_AHEAD]);
+    if (atomic_load_explicit(&f->nstages, memory_order_relaxed) == 1) {
+        /* One table, the common case: as it always was. */
+        uint64_t st = atomic_load_explicit(&f->state, memory_order_relaxed);
+        for (size_t k = 0; k < n && k < EXP_AHEAD; k++)
+            prefetch(f, st, h[k]);
+        for (; i < n; i++) {
+            if (i + EXP_AHEAD < n) {
+                st = atomic_load_explicit(&f->state, memory_order_relaxed);
+                prefetch(f, st, h[i + EXP_AHEAD]);
+            }
+            bool p;
+            rc = add_one(f, h[i], &p);
+            if (rc != SBF_OK)
+                break;
+            if (present)
+                present[i] = p;
+            count += !p;
         }
-        bool p;
-        rc = add_one(f, h[i], &p);
-        if (rc != SBF_OK)
-            break;
-        if (present)
-            present[i] = p;
-        count += !p;
     }
+    if ((rc == SBF_OK && i < n) || rc == SBF_ELIMIT || rc == EXP_EOVERFLOW)
+        rc = staged_add_batch(f, h, n, i, present, &count);
     if (added)
         *added = count;
     return rc;
@@ -1134,15 +1337,26 @@ static bool delete_one(struct expandable *f, struct sbf_hash h)
     return false;
 }
 
+/*
+ * With several stages the key is removed from the oldest stage that matches it: a key is
+ * stored in a stage only if no older one matched it then, and older stages take no adds
+ * after, so that is where it went. (The newest first, or the longest match over all,
+ * removed another key's entry in about 1 delete in 10^4, a false negative for that key.)
+ */
 int expandable_delete_batch(struct expandable *f, const struct sbf_hash *h, size_t n,
                             size_t *deleted)
 {
     size_t count = 0;
+    uint32_t ns = atomic_load_explicit(&f->nstages, memory_order_relaxed);
     for (size_t i = 0; i < n; i++) {
-        if (delete_one(f, h[i])) {
-            count++;
-            if (atomic_load_explicit(&f->items, memory_order_relaxed) > 0)
-                count_add(&f->items, -1);
+        for (uint32_t s = 0; s < ns; s++) {
+            struct expandable *t = f->stage[s];
+            if (delete_one(t, exp_stage_hash(h[i], s))) {
+                count++;
+                if (atomic_load_explicit(&t->items, memory_order_relaxed) > 0)
+                    count_add(&t->items, -1);
+                break;
+            }
         }
     }
     if (deleted)
@@ -1156,7 +1370,7 @@ int expandable_delete_batch(struct expandable *f, const struct sbf_hash *h, size
  * The initial table holds the capacity at the target load: 2^l0 cells, the first c0 of
  * them already split (as if a round had begun), so no power-of-two rounding wastes memory.
  */
-static int init_table(struct expandable *f)
+static int table_init(struct expandable *f)
 {
     const uint64_t n0 = UINT64_C(1) << f->l0, c0 = exp_initial_cursor(f);
     int rc = exp_arr_alloc(f, f->l0, n0 * XB_BYTES);
@@ -1183,12 +1397,12 @@ int expandable_new(const struct expandable_params *p, const struct sbf_budget *b
                    struct expandable **out)
 {
     uint32_t w, c, m, l0;
-    if (exp_geometry(p, &w, &c, &m, &l0) != SBF_OK)
+    if (exp_geometry(p, 0, &w, &c, &m, &l0) != SBF_OK)
         return SBF_EINVAL;
-    struct expandable *f = exp_shell_new(p, budget);
+    struct expandable *f = exp_shell_new(p, 0, budget);
     if (!f)
         return SBF_ENOMEM;
-    int rc = init_table(f);
+    int rc = table_init(f);
     if (rc != SBF_OK) {
         free(f);
         return rc;
@@ -1197,10 +1411,23 @@ int expandable_new(const struct expandable_params *p, const struct sbf_budget *b
     return SBF_OK;
 }
 
+/* Frees the stages after the first (exclusive). */
+static void stages_free(struct expandable *f)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+    for (uint32_t i = 1; i < n; i++) {
+        exp_arrays_free(f->stage[i]);
+        free(f->stage[i]);
+        f->stage[i] = NULL;
+    }
+    atomic_store_explicit(&f->nstages, 1, memory_order_relaxed);
+}
+
 void expandable_free(struct expandable *f)
 {
     if (!f)
         return;
+    stages_free(f);
     exp_arrays_free(f);
     free(f);
 }
@@ -1210,13 +1437,22 @@ const struct expandable_params *expandable_params(const struct expandable *f)
     return &f->p;
 }
 
+/* Stages both have must have the same parameters: a union is then stage by stage. */
 bool expandable_compatible(const struct expandable *a, const struct expandable *b)
 {
-    return a->p.capacity == b->p.capacity && a->p.error == b->p.error;
+    uint32_t na = atomic_load_explicit(&a->nstages, memory_order_acquire);
+    uint32_t nb = atomic_load_explicit(&b->nstages, memory_order_acquire);
+    for (uint32_t i = 0; i < na && i < nb; i++)
+        if (a->stage[i]->p.capacity != b->stage[i]->p.capacity ||
+            a->stage[i]->p.error != b->stage[i]->p.error)
+            return false;
+    return true;
 }
 
 void expandable_clear(struct expandable *f)
 {
+    stages_free(f);
+    f->limit = EXP_FIRST_SHARE * f->p.error;
     exp_arrays_free(f);
     atomic_store_explicit(&f->items, 0, memory_order_relaxed);
     atomic_store_explicit(&f->entries, 0, memory_order_relaxed);
@@ -1229,7 +1465,7 @@ void expandable_clear(struct expandable *f)
     f->retired = false;
     /* The initial table was allocated once with these sizes; if memory is short now the
      * filter stays empty with no arrays, and every add reports SBF_ENOMEM. */
-    if (init_table(f) != SBF_OK)
+    if (table_init(f) != SBF_OK)
         atomic_store_explicit(&f->state, STATE(f->l0, 0), memory_order_release);
 }
 
@@ -1302,12 +1538,9 @@ bool exp_copy_start(const struct expandable *f, struct exp_start *s)
     return false;
 }
 
-int expandable_union(struct expandable *dst, const struct expandable *src)
+/* dst |= src, one table into another with the same parameters and stage number. */
+static int t_union(struct expandable *dst, const struct expandable *src)
 {
-    if (!expandable_compatible(dst, src))
-        return SBF_EINCOMPAT;
-    if (dst == src)
-        return SBF_OK;
     struct expandable *ms = (struct expandable *)src;
     atomic_fetch_add(&ms->readers, 1);
     atomic_fetch_add(&ms->encoding, 1);
@@ -1352,14 +1585,55 @@ int expandable_union(struct expandable *dst, const struct expandable *src)
     uint64_t si = atomic_load_explicit(&src->items, memory_order_relaxed);
     if (si > atomic_load_explicit(&dst->items, memory_order_relaxed))
         atomic_store_explicit(&dst->items, si, memory_order_relaxed);
-    if (dst->fp > dst->p.error && rc == SBF_OK)
+    return rc;
+}
+
+/*
+ * Stage by stage: dst first gains (empty) the stages only src has. Stage i of both hashes
+ * keys alike, so its entries go into stage i of dst. Then the last stage of dst may only
+ * spend what the others leave of the promise, and past the promise: SBF_ELIMIT (as with
+ * one table, the union is done and the filter takes no more adds).
+ */
+int expandable_union(struct expandable *dst, const struct expandable *src)
+{
+    if (!expandable_compatible(dst, src))
+        return SBF_EINCOMPAT;
+    if (dst == src)
+        return SBF_OK;
+    uint32_t ns = atomic_load_explicit(&src->nstages, memory_order_acquire);
+    for (uint32_t i = atomic_load_explicit(&dst->nstages, memory_order_relaxed); i < ns; i++) {
+        struct expandable *t = exp_shell_new(&src->stage[i]->p, i, &dst->budget);
+        int rc = t ? table_init(t) : SBF_ENOMEM;
+        if (rc != SBF_OK) {
+            free(t);
+            return rc;
+        }
+        dst->stage[i] = t;
+        atomic_store_explicit(&dst->nstages, i + 1, memory_order_release);
+    }
+    int rc = SBF_OK;
+    for (uint32_t i = 0; i < ns && rc == SBF_OK; i++)
+        rc = t_union(dst->stage[i], src->stage[i]);
+    if (exp_stages_loaded(dst) > dst->p.error && rc == SBF_OK)
         rc = SBF_ELIMIT;
     return rc;
 }
 
+double exp_stages_loaded(struct expandable *f)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
+    double older = 0;
+    for (uint32_t i = 0; i + 1 < n; i++)
+        older += f->stage[i]->fp;
+    struct expandable *last = f->stage[n - 1];
+    double own = n == 1 ? EXP_FIRST_SHARE * f->p.error : last->p.error;
+    last->limit = own < f->p.error - older ? own : f->p.error - older;
+    return older + last->fp;
+}
+
 /* ---- figures ---- */
 
-void expandable_info(const struct expandable *f, struct expandable_info *out)
+void exp_table_info(const struct expandable *f, struct expandable_info *out)
 {
     uint64_t st = atomic_load_explicit(&f->state, memory_order_acquire);
     memset(out, 0, sizeof(*out));
@@ -1381,11 +1655,11 @@ void expandable_info(const struct expandable *f, struct expandable_info *out)
     memcpy(&out->error_bound, &bits, sizeof(bits));
 }
 
-int expandable_verify(const struct expandable *f)
+int exp_table_verify(const struct expandable *f)
 {
     uint32_t w, c, m, l0;
-    if (exp_geometry(&f->p, &w, &c, &m, &l0) != SBF_OK || w != f->w || c != f->c || m != f->m ||
-        l0 != f->l0)
+    if (exp_geometry(&f->p, f->index, &w, &c, &m, &l0) != SBF_OK || w != f->w || c != f->c ||
+        m != f->m || l0 != f->l0)
         return SBF_ECORRUPT;
     uint64_t st = atomic_load_explicit(&f->state, memory_order_acquire);
     uint32_t l = STATE_LEVEL(st);
@@ -1408,5 +1682,51 @@ int expandable_verify(const struct expandable *f)
     uint32_t ns = atomic_load_explicit(&f->nstash, memory_order_relaxed);
     if (ns > EXP_STASH || entries + ns != atomic_load_explicit(&f->entries, memory_order_relaxed))
         return SBF_ECORRUPT;
+    return SBF_OK;
+}
+
+/* Sums over the stages; the shape (level, cursor, fingerprint) is the last stage's. */
+void expandable_info(const struct expandable *f, struct expandable_info *out)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    exp_table_info(f->stage[n - 1], out);
+    out->stages = n;
+    if (n == 1)
+        return;
+    uint64_t slots = out->blocks * f->stage[n - 1]->c;
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        struct expandable_info t;
+        exp_table_info(f->stage[i], &t);
+        out->bytes += t.bytes;
+        out->items += t.items;
+        out->entries += t.entries;
+        out->capacity += t.capacity;
+        out->blocks += t.blocks;
+        out->splits += t.splits;
+        out->header += t.header;
+        out->stash += t.stash;
+        out->error_bound += t.error_bound;
+        slots += t.blocks * f->stage[i]->c;
+    }
+    out->load = (double)out->entries / (double)slots;
+    out->expansions =
+        log2((double)out->blocks / (double)((UINT64_C(1) << f->l0) + exp_initial_cursor(f)));
+}
+
+int expandable_verify(const struct expandable *f)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    if (f->index != 0 || n < 1 || n > EXP_MAX_STAGES || f->stage[0] != f)
+        return SBF_ECORRUPT;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct expandable *t = f->stage[i];
+        if (!t || t->index != i ||
+            (i > 0 && (atomic_load_explicit(&t->nstages, memory_order_relaxed) != 1 ||
+                       !(t->p.error <= f->p.error / 2))))
+            return SBF_ECORRUPT;
+        int rc = exp_table_verify(t);
+        if (rc != SBF_OK)
+            return rc;
+    }
     return SBF_OK;
 }

@@ -1,8 +1,10 @@
 /*
  * expandable.h - the expandable filter: short fingerprints in 64-byte blocks, a table that
  * grows in place one block split at a time, so memory per key and the cost of a lookup stay
- * flat however far it grows (no stack of stages). Keys are hashed once (sbf_hash_key); every
- * block index, bucket and fingerprint comes from that one 128-bit hash.
+ * flat however far it grows. Keys are hashed once (sbf_hash_key); every block index, bucket
+ * and fingerprint comes from that one 128-bit hash. After ~2048x growth (when the first
+ * table has spent its share of the promise), or when keys collide in one cell, new keys go
+ * to a further table (a stage, at most 8) with a tighter share; lookups probe every stage.
  *
  * Concurrency, as kind.h: one writer at a time (every non-const call). While it runs, other
  * threads may call expandable_check(), expandable_check_batch(), expandable_info(),
@@ -20,7 +22,8 @@
 
 #include "lib/sbf.h"
 
-/* Errors promised below this are refused: fingerprints are at most 15 bits. */
+/* Errors promised below this are refused: the first table's fingerprints are at most 15
+ * bits (a later stage's, with a share of the promise, up to 23). */
 #define EXPANDABLE_MIN_ERROR 2e-4
 #define EXPANDABLE_MAX_ERROR 0.5
 #define EXPANDABLE_MAX_CAPACITY (UINT64_C(1) << 40)
@@ -45,15 +48,16 @@ void expandable_free(struct expandable *f);
 /* The parameters (valid as long as f). */
 const struct expandable_params *expandable_params(const struct expandable *f);
 
-/* True if a and b have the same parameters, so a union is defined. */
+/* True if a and b have the same parameters and so have the stages both have (a stage's
+ * parameters follow from when it started), so a union is defined. */
 bool expandable_compatible(const struct expandable *a, const struct expandable *b);
 
 /*
  * Key operations, as sbf.h's: batches run in order (a key repeated in a batch is present
  * the second time), prefetch every block they will touch, and on error the keys before
  * the failing one were processed. Adding fails with SBF_ENOMEM if the budget refuses the
- * next block and the small overflow area is full, or SBF_ELIMIT if one more key would
- * push the false-positive bound above the promise (after >= 1000x growth, see .c).
+ * next block (or a new stage) and the small overflow area is full, or SBF_ELIMIT once no
+ * stage is left (beyond 2^40 keys; or a union left no share of the promise, see below).
  */
 bool expandable_check(const struct expandable *f, struct sbf_hash h);
 int expandable_checkadd(struct expandable *f, struct sbf_hash h, bool *present);
@@ -73,16 +77,19 @@ int expandable_delete_batch(struct expandable *f, const struct sbf_hash *h, size
                             size_t *deleted);
 
 /*
- * dst |= src: every fingerprint of src is inserted into dst. Needs compatible filters
- * (else SBF_EINCOMPAT, dst unchanged). May fail part way with SBF_ENOMEM or SBF_ELIMIT as
- * an add (dst then holds a subset of src's keys).
+ * dst |= src, stage by stage: every fingerprint of src's stage i is inserted into dst's
+ * stage i (dst first gains empty copies of the stages only src has). Needs compatible
+ * filters (else SBF_EINCOMPAT, dst unchanged). May fail part way with SBF_ENOMEM (dst then
+ * holds a subset of src's keys); SBF_ELIMIT if the union is done but its bound exceeds
+ * the promise (dst then refuses adds).
  */
 int expandable_union(struct expandable *dst, const struct expandable *src);
 
 /* Back to an empty initial table, parameters kept. Exclusive. */
 void expandable_clear(struct expandable *f);
 
-/* Cheap figures (no pass over the blocks). */
+/* Cheap figures (no pass over the blocks), summed over the stages but for the shape
+ * (level, cursor, fingerprint: the last stage's). */
 struct expandable_info {
     uint64_t bytes;       /* bytes of blocks reserved from the budget (≈ resident) */
     uint64_t items;       /* keys added minus keys deleted */
@@ -98,6 +105,7 @@ struct expandable_info {
     uint32_t stash;       /* entries in the overflow area */
     double load;          /* entries / (blocks * slots per block) */
     double error_bound;   /* the current false-positive bound (<= the promise) */
+    uint32_t stages;      /* tables in use (see below); 1 until ~2048x growth */
 };
 void expandable_info(const struct expandable *f, struct expandable_info *out);
 

@@ -9,6 +9,12 @@
  *   u64 XXH3-64 of every byte before it, then end of input.
  * The geometry is recomputed from (capacity, error) and must match; splits must equal the
  * count the level and cursor imply; so nothing is silently normalised.
+ * A filter of several stages (expandable.c) is format v2, which v1 readers refuse:
+ *   header  "BLOOMEXP" u32 version=2, u32 stages (2..EXP_MAX_STAGES), u64 capacity,
+ *           f64 error (the filter's promise: stage 0's parameters)        (32 bytes)
+ *   stages  each a v1 table without its checksum: header (version 1, its own capacity
+ *           and error, a later stage's error at most half the promise), stash, blocks
+ *   u64 XXH3-64 of every byte before it, then end of input.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +25,9 @@
 #include "lib/stream.h"
 
 #define EXP_CODEC_VERSION 1u
+#define EXP_CODEC_STAGES 2u /* the version of a filter of several stages */
 #define EXP_HEADER_BYTES 76u
+#define EXP_STAGES_BYTES 32u
 #define EXP_STASH_BYTES 16u
 #define EXP_CHUNK_BLOCKS 1024u /* blocks per write */
 
@@ -30,12 +38,21 @@ static uint64_t blocks_of(uint32_t level, uint64_t cursor)
     return (UINT64_C(1) << level) + cursor;
 }
 
-uint64_t expandable_encoded_size(const struct expandable *f)
+static uint64_t table_size(const struct expandable *f)
 {
     uint64_t st = atomic_load_explicit(&f->state, memory_order_acquire);
     uint32_t ns = atomic_load_explicit(&f->nstash, memory_order_relaxed);
     return EXP_HEADER_BYTES + (uint64_t)EXP_STASH_BYTES * ns +
-           blocks_of((uint32_t)(st >> 48), st & ((UINT64_C(1) << 48) - 1)) * XB_BYTES + 8;
+           blocks_of((uint32_t)(st >> 48), st & ((UINT64_C(1) << 48) - 1)) * XB_BYTES;
+}
+
+uint64_t expandable_encoded_size(const struct expandable *f)
+{
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    uint64_t size = n > 1 ? EXP_STAGES_BYTES + 8 : 8;
+    for (uint32_t i = 0; i < n; i++)
+        size += table_size(f->stage[i]);
+    return size;
 }
 
 /* ---- encoding ---- */
@@ -79,17 +96,13 @@ static int encode_blocks(const struct expandable *f, struct stream_writer *w, ui
     return SBF_OK;
 }
 
-int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
+/* One table, beside its writer: header, stash, blocks (no checksum). */
+static int encode_table(const struct expandable *f, struct stream_writer *wr, unsigned char *buf)
 {
     struct expandable *mf = (struct expandable *)f; /* the readers and encoder counts */
-    unsigned char *buf = malloc((size_t)EXP_CHUNK_BLOCKS * XB_BYTES);
-    if (!buf)
-        return SBF_ENOMEM;
     atomic_fetch_add(&mf->readers, 1);
     atomic_fetch_add(&mf->encoding, 1);
     /* From here the writer makes no cuckoo step and frees no chunk (expandable.c). */
-    struct stream_writer w;
-    stream_writer_init(&w, write, ctx);
     int rc = SBF_OK;
     struct exp_start s;
     if (!exp_copy_start(f, &s)) {
@@ -122,18 +135,43 @@ int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
     /* From the shape read above, not the live counter, which a split may have moved. */
     le_put64(q + 64, blocks_of(level, cursor) - ((UINT64_C(1) << f->l0) + exp_initial_cursor(f)));
     le_put32(q + 72, ns);
-    rc = stream_write(&w, buf, EXP_HEADER_BYTES);
+    rc = stream_write(wr, buf, EXP_HEADER_BYTES);
     if (rc == SBF_OK && ns)
-        rc = stream_write(&w, stash, (size_t)ns * EXP_STASH_BYTES);
+        rc = stream_write(wr, stash, (size_t)ns * EXP_STASH_BYTES);
     if (rc == SBF_OK)
-        rc = encode_blocks(f, &w, level, cursor, UINT64_C(1) << level, buf);
+        rc = encode_blocks(f, wr, level, cursor, UINT64_C(1) << level, buf);
     if (rc == SBF_OK && cursor)
-        rc = encode_blocks(f, &w, level + 1, 0, 2 * cursor, buf);
-    if (rc == SBF_OK)
-        rc = stream_write_sum(&w);
+        rc = encode_blocks(f, wr, level + 1, 0, 2 * cursor, buf);
 done:
     atomic_fetch_sub(&mf->encoding, 1);
     atomic_fetch_sub(&mf->readers, 1);
+    return rc;
+}
+
+/* Stages are encoded oldest first; the ones before the last take no more adds. */
+int expandable_encode(const struct expandable *f, sbf_write_fn write, void *ctx)
+{
+    unsigned char *buf = malloc((size_t)EXP_CHUNK_BLOCKS * XB_BYTES);
+    if (!buf)
+        return SBF_ENOMEM;
+    struct stream_writer w;
+    stream_writer_init(&w, write, ctx);
+    int rc = SBF_OK;
+    uint32_t n = atomic_load_explicit(&f->nstages, memory_order_acquire);
+    if (n > 1) {
+        memcpy(buf, exp_magic, sizeof(exp_magic));
+        le_put32(buf + 8, EXP_CODEC_STAGES);
+        le_put32(buf + 12, n);
+        le_put64(buf + 16, f->p.capacity);
+        uint64_t eb;
+        memcpy(&eb, &f->p.error, sizeof(eb));
+        le_put64(buf + 24, eb);
+        rc = stream_write(&w, buf, EXP_STAGES_BYTES);
+    }
+    for (uint32_t i = 0; i < n && rc == SBF_OK; i++)
+        rc = encode_table(f->stage[i], &w, buf);
+    if (rc == SBF_OK)
+        rc = stream_write_sum(&w);
     free(buf);
     return rc;
 }
@@ -171,24 +209,23 @@ static int decode_blocks(struct expandable *f, struct stream_reader *r, uint32_t
     return SBF_OK;
 }
 
-int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
-                      const struct sbf_budget *budget, struct expandable **out)
+/*
+ * One table whose 76-byte header is hdr, as stage `index` (its geometry rule), taking at
+ * most *max_blocks blocks (lowered by what it takes). The stream's checksum is not read.
+ */
+static int decode_table(struct stream_reader *r, const unsigned char *hdr, uint32_t index,
+                        uint64_t *max_blocks, const struct sbf_budget *budget, unsigned char *buf,
+                        struct expandable **out)
 {
-    struct stream_reader r;
-    stream_reader_init(&r, read, ctx);
-    unsigned char hdr[EXP_HEADER_BYTES];
-    int rc = stream_take(&r, hdr, sizeof(hdr));
-    if (rc != SBF_OK)
-        return rc;
     if (memcmp(hdr, exp_magic, sizeof(exp_magic)) != 0)
         return SBF_ECORRUPT;
     if (le_get32(hdr + 8) != EXP_CODEC_VERSION)
-        return SBF_EVERSION;
+        return index ? SBF_ECORRUPT : SBF_EVERSION;
     struct expandable_params p = {.capacity = le_get64(hdr + 28)};
     uint64_t eb = le_get64(hdr + 36);
     memcpy(&p.error, &eb, sizeof(eb));
     uint32_t w, c, m, l0;
-    if (exp_geometry(&p, &w, &c, &m, &l0) != SBF_OK || le_get32(hdr + 12) != w ||
+    if (exp_geometry(&p, index, &w, &c, &m, &l0) != SBF_OK || le_get32(hdr + 12) != w ||
         le_get32(hdr + 16) != c || le_get32(hdr + 20) != m || le_get32(hdr + 24) != l0)
         return SBF_ECORRUPT;
     uint32_t level = le_get32(hdr + 44), ns = le_get32(hdr + 72);
@@ -196,13 +233,15 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
     if (level < l0 || level >= EXP_MAX_LEVEL || cursor >= (UINT64_C(1) << level) || ns > EXP_STASH)
         return SBF_ECORRUPT;
     uint64_t blocks = blocks_of(level, cursor);
-    if (blocks > max_bytes / XB_BYTES)
+    if (blocks > *max_blocks)
         return SBF_ETOOBIG;
+    *max_blocks -= blocks;
     unsigned char stash[EXP_STASH * EXP_STASH_BYTES];
-    if (ns && (rc = stream_take(&r, stash, (size_t)ns * EXP_STASH_BYTES)) != SBF_OK)
+    int rc;
+    if (ns && (rc = stream_take(r, stash, (size_t)ns * EXP_STASH_BYTES)) != SBF_OK)
         return rc;
 
-    struct expandable *f = exp_shell_new(&p, budget);
+    struct expandable *f = exp_shell_new(&p, index, budget);
     if (!f)
         return SBF_ENOMEM;
     /* Splits since creation: exactly the blocks beyond the initial table. */
@@ -223,11 +262,6 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
         atomic_fetch_or_explicit(&f->stash_buckets[j >> 6], UINT64_C(1) << (j & 63u),
                                  memory_order_relaxed); /* not yet shared: any store does */
     }
-    unsigned char *buf = malloc((size_t)EXP_CHUNK_BLOCKS * XB_BYTES);
-    if (!buf) {
-        free(f);
-        return SBF_ENOMEM;
-    }
     atomic_store_explicit(&f->nstash, ns, memory_order_relaxed);
     atomic_store_explicit(&f->state, ((uint64_t)level << 48) | cursor, memory_order_relaxed);
     rc = exp_arr_alloc(f, level, (UINT64_C(1) << level) * XB_BYTES);
@@ -237,12 +271,9 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
         goto fail;
     /* The split cells' chunks of the old array hold nothing: give them back. */
     exp_arr_release_to(f, level, cursor * XB_BYTES);
-    rc = decode_blocks(f, &r, level, cursor, UINT64_C(1) << level, buf);
+    rc = decode_blocks(f, r, level, cursor, UINT64_C(1) << level, buf);
     if (rc == SBF_OK && cursor)
-        rc = decode_blocks(f, &r, level + 1, 0, 2 * cursor, buf);
-    if (rc != SBF_OK)
-        goto fail;
-    rc = stream_read_sum(&r);
+        rc = decode_blocks(f, r, level + 1, 0, 2 * cursor, buf);
     if (rc != SBF_OK)
         goto fail;
     atomic_store_explicit(&f->splits, splits, memory_order_relaxed);
@@ -254,6 +285,74 @@ int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
         goto fail;
     }
     atomic_store_explicit(&f->items, items, memory_order_relaxed);
+    *out = f;
+    return SBF_OK;
+fail:
+    expandable_free(f);
+    return rc;
+}
+
+int expandable_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
+                      const struct sbf_budget *budget, struct expandable **out)
+{
+    struct stream_reader r;
+    stream_reader_init(&r, read, ctx);
+    unsigned char hdr[EXP_HEADER_BYTES];
+    int rc = stream_take(&r, hdr, 12);
+    if (rc != SBF_OK)
+        return rc;
+    if (memcmp(hdr, exp_magic, sizeof(exp_magic)) != 0)
+        return SBF_ECORRUPT;
+    uint32_t version = le_get32(hdr + 8), n = 1;
+    struct expandable_params p = {0};
+    if (version == EXP_CODEC_STAGES) {
+        unsigned char sh[EXP_STAGES_BYTES - 12];
+        if ((rc = stream_take(&r, sh, sizeof(sh))) != SBF_OK)
+            return rc;
+        n = le_get32(sh);
+        p.capacity = le_get64(sh + 4);
+        uint64_t eb = le_get64(sh + 12);
+        memcpy(&p.error, &eb, sizeof(eb));
+        if (n < 2 || n > EXP_MAX_STAGES)
+            return SBF_ECORRUPT;
+        if ((rc = stream_take(&r, hdr, 12)) != SBF_OK)
+            return rc;
+    } else if (version != EXP_CODEC_VERSION) {
+        return SBF_EVERSION;
+    }
+    unsigned char *buf = malloc((size_t)EXP_CHUNK_BLOCKS * XB_BYTES);
+    if (!buf)
+        return SBF_ENOMEM;
+    uint64_t max_blocks = max_bytes / XB_BYTES;
+    struct expandable *f = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i > 0)
+            rc = stream_take(&r, hdr, 12);
+        if (rc == SBF_OK)
+            rc = stream_take(&r, hdr + 12, EXP_HEADER_BYTES - 12);
+        struct expandable *t = NULL;
+        if (rc == SBF_OK)
+            rc = decode_table(&r, hdr, i, &max_blocks, budget, buf, &t);
+        if (rc != SBF_OK)
+            goto fail;
+        if (i == 0) {
+            f = t;
+            if (n > 1 && (f->p.capacity != p.capacity || f->p.error != p.error))
+                rc = SBF_ECORRUPT;
+        } else {
+            f->stage[i] = t;
+            atomic_store_explicit(&f->nstages, i + 1, memory_order_relaxed);
+            /* Each later stage gets at most half of the promise (expandable.c). */
+            if (!(t->p.error <= f->p.error / 2))
+                rc = SBF_ECORRUPT;
+        }
+        if (rc != SBF_OK)
+            goto fail;
+    }
+    rc = stream_read_sum(&r);
+    if (rc != SBF_OK)
+        goto fail;
+    (void)exp_stages_loaded(f);
     free(buf);
     *out = f;
     return SBF_OK;

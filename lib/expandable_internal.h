@@ -30,10 +30,12 @@
 #define XB_HDR_MASK (UINT64_C(0xffff) << 48)
 
 #define EXP_MIN_W 8u
-#define EXP_MAX_W 16u
-#define EXP_MIN_LEVEL 7u                /* at least 128 blocks: partners need distinct offsets */
-#define EXP_MAX_LEVEL 40u               /* 2^40 blocks = 64 TiB */
-#define EXP_STASH 256u                  /* overflow entries */
+#define EXP_MAX_W 16u       /* the first table's widest slot (EXPANDABLE_MIN_ERROR) */
+#define EXP_STAGE_MAX_W 24u /* a later stage's: level + W - 1 <= 64 hash bits at level 41 */
+#define EXP_MAX_STAGES 8u   /* tables of one filter (see expandable.c, "Stages") */
+#define EXP_MIN_LEVEL 7u    /* at least 128 blocks: partners need distinct offsets */
+#define EXP_MAX_LEVEL 40u   /* 2^40 blocks = 64 TiB */
+#define EXP_STASH 256u      /* overflow entries */
 #define EXP_CHUNK ((uint64_t)256 << 10) /* arrays >= this: mmapped, reserved per chunk */
 #define EXP_HUGE ((uint64_t)2 << 20)    /* arrays >= this: on huge-page boundaries */
 
@@ -52,8 +54,12 @@ struct exp_stash {
     _Atomic uint64_t tag;  /* lv | bucket << 8 | slot << 16 */
 };
 
+/* Returned by add_one when the key's cell has its share of the stash (stash_crowded):
+ * the key goes to a new stage instead (internal, never returned by the API). */
+#define EXP_EOVERFLOW (-1000)
+
 struct expandable {
-    struct expandable_params p;
+    struct expandable_params p; /* this table's: a later stage's error is its share */
     struct sbf_budget budget;
     uint32_t w;               /* slot bits W: a new key stores W - 1 hash bits */
     uint32_t c;               /* slots per block */
@@ -77,19 +83,64 @@ struct expandable {
     _Atomic uint32_t nstash;
     _Atomic uint64_t stash_buckets[2]; /* bit j: some stash entry may be in bucket j */
     struct exp_stash stash[EXP_STASH];
+    /* Behind the fields of the add path, whose layout they would shift: */
+    uint32_t index; /* stage number; 0: the first table, hashing keys as they are */
+    double limit;   /* the bound adds may reach (writer's): stage 0 3/4 of the promise */
+    /* Stage 0 only: the tables in use, stage[0] = this one; a new one is written before
+     * nstages is raised (release) and none leaves until clear or free. */
+    _Atomic uint32_t nstages;
+    struct expandable *stage[EXP_MAX_STAGES];
 };
 
 /* ---- geometry ---- */
 
-/* Slots, buckets, initial level for p; returns 0 or SBF_EINVAL. */
-int exp_geometry(const struct expandable_params *p, uint32_t *w, uint32_t *c, uint32_t *m,
-                 uint32_t *l0);
+/* Slots, buckets, initial level for p of stage `index` (a later stage takes errors below
+ * EXPANDABLE_MIN_ERROR and slots up to EXP_STAGE_MAX_W); returns 0 or SBF_EINVAL. */
+int exp_geometry(const struct expandable_params *p, uint32_t index, uint32_t *w, uint32_t *c,
+                 uint32_t *m, uint32_t *l0);
 
 /* Cells split at creation (the initial cursor): 2^l0 + this blocks hold the capacity. */
 uint64_t exp_initial_cursor(const struct expandable *f);
 
-/* An empty shell for p (geometry set, no arrays), NULL if out of memory. */
-struct expandable *exp_shell_new(const struct expandable_params *p, const struct sbf_budget *b);
+/* An empty shell for p as stage `index` (geometry and limit set, no arrays, one
+ * stage: itself), NULL if p is invalid or out of memory. */
+struct expandable *exp_shell_new(const struct expandable_params *p, uint32_t index,
+                                 const struct sbf_budget *b);
+
+/* After a decode or a union (the writer): the last stage may spend only what the others
+ * leave of the promise. Returns the filter's bound, the sum over its stages. */
+double exp_stages_loaded(struct expandable *f);
+
+/* A table's own figures (expandable_info sums them over the stages). */
+void exp_table_info(const struct expandable *f, struct expandable_info *out);
+
+/* A table's own invariants, as expandable_verify. */
+int exp_table_verify(const struct expandable *f);
+
+/* The hash stage `index` files a key under: h itself for stage 0; for a later one a
+ * three-round Feistel mix of both halves, so keys that collide in one stage (share a
+ * cell, a bucket and fingerprint bits) spread over the next. A bijection: distinct keys
+ * stay distinct. */
+static inline struct sbf_hash exp_stage_hash(struct sbf_hash h, uint32_t index)
+{
+    if (index == 0)
+        return h;
+    uint64_t salt = UINT64_C(0x9e3779b97f4a7c15) * index;
+    uint64_t lo = h.lo, hi = h.hi;
+    for (int r = 0; r < 3; r++) {
+        uint64_t x = (r & 1 ? lo : hi) + salt + (uint64_t)r;
+        x ^= x >> 33;
+        x *= UINT64_C(0xff51afd7ed558ccd);
+        x ^= x >> 33;
+        x *= UINT64_C(0xc4ceb9fe1a85ec53);
+        x ^= x >> 33;
+        if (r & 1)
+            hi ^= x;
+        else
+            lo ^= x;
+    }
+    return (struct sbf_hash){.lo = lo, .hi = hi};
+}
 
 /*
  * Allocates arr[lv] (2^lv zeroed blocks) and reserves its first `bytes` bytes (rounded up

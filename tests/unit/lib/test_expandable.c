@@ -86,6 +86,15 @@ static uint64_t count_present(const struct expandable *f, uint64_t ns, uint64_t 
     return hits;
 }
 
+/* Divides the limit of each stage from *seen up to `upto` by `by` as it appears, so a test
+ * sees stage after stage without 2048x growth each. Only lowers limits: the promise holds. */
+static void shrink_stages(struct expandable *f, uint32_t *seen, uint32_t upto, double by)
+{
+    uint32_t n = atomic_load(&f->nstages);
+    for (; *seen < n && *seen < upto; (*seen)++)
+        f->stage[*seen]->limit /= by;
+}
+
 static void test_params(void **state)
 {
     (void)state;
@@ -447,28 +456,47 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-static void test_readers_beside_writer(void **state)
+/* The writer adds while a reader checks, encodes and unions; with `stages` > 0 it cuts
+ * the first stages' limits short (shrink_stages), so new stages start beside the reader. */
+static void race_run(uint32_t stages)
 {
-    (void)state;
     struct race r = {.f = make(1000, 0.01)};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, reader_main, &r), 0);
     const uint64_t n = UNDER_ASAN ? 400000 : 2000000;
+    uint32_t seen = 0;
     for (uint64_t i = 0; i < n; i += 256) {
         checkadd_range(r.f, 1, i, i + 256);
+        if (stages)
+            shrink_stages(r.f, &seen, stages, 16);
         atomic_store(&r.done, i + 256);
     }
     atomic_store(&r.stop, 1);
     pthread_join(t, NULL);
+    struct expandable_info info;
+    expandable_info(r.f, &info);
     print_message("  reader: %llu encodes, %llu unions, %llu refused as torn, %llu misses, "
-                  "%llu bad\n",
+                  "%llu bad; %u stages\n",
                   (unsigned long long)r.encodes, (unsigned long long)r.unions,
                   (unsigned long long)r.torn, (unsigned long long)r.misses,
-                  (unsigned long long)r.bad_snapshots);
+                  (unsigned long long)r.bad_snapshots, info.stages);
     expandable_free(r.f); /* before the checks: a failing one returns at once */
     assert_int_equal(r.misses, 0);
     assert_int_equal(r.bad_snapshots, 0);
     assert_true(r.encodes > 0);
+    assert_true(stages == 0 ? info.stages == 1 : info.stages > 2);
+}
+
+static void test_readers_beside_writer(void **state)
+{
+    (void)state;
+    race_run(0);
+}
+
+static void test_readers_beside_stages(void **state)
+{
+    (void)state;
+    race_run(4);
 }
 
 /* ---- budget ---- */
@@ -705,6 +733,236 @@ static void test_deterministic_layout(void **state)
     expandable_free(f);
 }
 
+/* ---- stages ---- */
+
+/*
+ * Grows f (ns 1) to `total` keys, checking at every doubling as test_growth_1000x: no
+ * false negative (the last doubling whole, a sample before), invariants, the rate on 200k
+ * never-added keys (ns 2) at most the promise and the bound + 4 sigma, the bound at most
+ * the promise. With `by` > 1 the first `upto` stages get their limit divided by it.
+ */
+static void grow_checked(struct expandable *f, uint64_t total, uint32_t upto, double by)
+{
+    const double eps = expandable_params(f)->error;
+    const uint64_t absent = 200000;
+    uint32_t seen = 0;
+    shrink_stages(f, &seen, upto, by);
+    uint64_t at = 0, next = 4096, fps = 0;
+    while (at < total) {
+        uint64_t to = next < total ? next : total;
+        for (uint64_t i = at; i < to; i += B) {
+            uint64_t e = i + B < to ? i + B : to;
+            fps += checkadd_range(f, 1, i, e); /* fails on any error, SBF_ELIMIT included */
+            shrink_stages(f, &seen, upto, by);
+        }
+        at = to;
+        assert_int_equal(expandable_verify(f), SBF_OK);
+        assert_int_equal(count_present(f, 1, at / 2, at, 1), at - at / 2);
+        assert_int_equal(count_present(f, 1, 0, at / 2, 7), (at / 2 + 6) / 7);
+        struct expandable_info info;
+        expandable_info(f, &info);
+        uint64_t fp = count_present(f, 2, 0, absent, 1);
+        double rate = (double)fp / (double)absent;
+        double sigma = __builtin_sqrt(info.error_bound / (double)absent);
+        print_message("  %9llu keys: %u stages, %5.2f bytes/key, FP %.4f%% (bound %.4f%%), "
+                      "fingerprint %u, stash %u\n",
+                      (unsigned long long)at, info.stages, (double)info.bytes / (double)at,
+                      rate * 100, info.error_bound * 100, info.fingerprint, info.stash);
+        assert_true(rate <= eps);
+        assert_true(rate <= info.error_bound + 4 * sigma);
+        assert_true(info.error_bound <= eps);
+        assert_int_equal(info.items, at - fps);
+        next = at * 2;
+    }
+}
+
+/* The filter of test_stages: the first five stages cut short (limits / 8). */
+static struct expandable *make_staged(uint64_t keys)
+{
+    struct expandable *f = make(16, 0.01);
+    grow_checked(f, keys, 5, 8);
+    return f;
+}
+
+/*
+ * Many stages, from the smallest table to 100x-300x its size: adds never fail, no false
+ * negative, the rate at most the promise at every doubling; then codec, union, delete,
+ * clear. A stage's limit is cut short here so that each lasts a few doublings; without
+ * that the second stage starts after ~2048x growth, the third after ~2048x more: see
+ * bench_grow's run to 10^8 keys in bench/expandable_growth.md.
+ */
+static void test_stages(void **state)
+{
+    (void)state;
+    const uint64_t n = UNDER_ASAN ? 500000 : 4000000;
+    struct expandable *f = make_staged(n);
+    struct expandable_info info;
+    expandable_info(f, &info);
+    assert_true(info.stages >= 5);
+
+    /* Codec: v2, round trip byte for byte, the same keys, and it keeps growing. */
+    struct mem_out e = {0};
+    assert_int_equal(expandable_encode(f, mem_write, &e), SBF_OK);
+    assert_int_equal(e.len, expandable_encoded_size(f));
+    assert_int_equal(e.data[8], 2);
+    struct expandable *g = NULL;
+    assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_OK);
+    assert_int_equal(expandable_verify(g), SBF_OK);
+    assert_int_equal(count_present(g, 1, 0, n, 1), n);
+    struct expandable_info gi;
+    expandable_info(g, &gi);
+    assert_int_equal(gi.stages, info.stages);
+    assert_int_equal(gi.items, info.items);
+    assert_int_equal(gi.bytes, info.bytes);
+    struct mem_out e2 = {0};
+    assert_int_equal(expandable_encode(g, mem_write, &e2), SBF_OK);
+    assert_int_equal(e2.len, e.len);
+    assert_memory_equal(e2.data, e.data, e.len);
+    free(e2.data);
+    checkadd_range(g, 1, n, n + 100000);
+    assert_int_equal(count_present(g, 1, 0, n + 100000, 1), n + 100000);
+    expandable_free(g);
+    /* Truncations and the stage count refused; max_bytes counts every stage. */
+    for (size_t cut = 0; cut < e.len; cut += 997)
+        assert_int_not_equal(decode_buf(&e, cut, &g), SBF_OK);
+    struct mem_in r = {.data = e.data, .len = e.len};
+    assert_int_equal(expandable_decode(mem_read, &r, info.blocks * 64 - 64, NULL, &g), SBF_ETOOBIG);
+    for (uint32_t bad = 0; bad < 12; bad += 11) { /* 0, 11: out of [2, EXP_MAX_STAGES] */
+        uint32_t was;
+        memcpy(&was, e.data + 12, 4);
+        memcpy(e.data + 12, &bad, 4);
+        assert_int_equal(decode_buf(&e, SIZE_MAX, &g), SBF_ECORRUPT);
+        memcpy(e.data + 12, &was, 4);
+    }
+    free(e.data);
+
+    /* Union: into a fresh filter of the same parameters (which gains the stages), and
+     * refused between filters whose stages differ. */
+    struct expandable *u = make(16, 0.01);
+    assert_true(expandable_compatible(u, f));
+    assert_int_equal(expandable_union(u, f), SBF_OK);
+    assert_int_equal(expandable_verify(u), SBF_OK);
+    assert_int_equal(count_present(u, 1, 0, n, 1), n);
+    struct expandable *other = make(16, 0.01);
+    uint32_t other_seen = 0;
+    for (uint64_t i = 0; i < 100000; i += B) {
+        checkadd_range(other, 3, i, i + B);
+        shrink_stages(other, &other_seen, 5, 4); /* other stage sizes than f's */
+    }
+    assert_true(atomic_load(&other->nstages) > 1);
+    assert_false(expandable_compatible(other, f));
+    assert_int_equal(expandable_union(other, f), SBF_EINCOMPAT);
+    expandable_free(other);
+    expandable_free(u);
+
+    /* Delete half of the stored keys (the model as test_delete): the rest stay. */
+    const uint64_t m = 200000;
+    struct expandable *d = make(16, 0.01);
+    bool *stored = calloc(m, sizeof(*stored));
+    assert_non_null(stored);
+    uint32_t seen = 0;
+    for (uint64_t i = 0; i < m; i++) {
+        bool present;
+        assert_int_equal(expandable_checkadd(d, key(1, i), &present), SBF_OK);
+        stored[i] = !present;
+        if (i % 1024 == 0)
+            shrink_stages(d, &seen, 5, 8);
+    }
+    expandable_info(d, &info);
+    assert_true(info.stages >= 4);
+    struct sbf_hash h[B];
+    uint64_t deleted = 0, want = 0;
+    for (uint64_t i = 0; i < m;) {
+        size_t k = 0;
+        for (; k < B && i < m; i += 2)
+            if (stored[i])
+                h[k++] = key(1, i);
+        want += k;
+        size_t got = 0;
+        assert_int_equal(expandable_delete_batch(d, h, k, &got), SBF_OK);
+        deleted += got;
+    }
+    assert_int_equal(deleted, want);
+    assert_int_equal(expandable_verify(d), SBF_OK);
+    uint64_t odd = 0, odd_stored = 0, even = 0;
+    for (uint64_t i = 0; i < m; i++) {
+        bool p = expandable_check(d, key(1, i));
+        if (i & 1) {
+            odd += p && stored[i];
+            odd_stored += stored[i];
+        } else {
+            even += p;
+        }
+    }
+    print_message("  delete over %u stages: %llu deleted, %llu of %llu kept keys present, "
+                  "%llu deleted keys present\n",
+                  info.stages, (unsigned long long)deleted, (unsigned long long)odd,
+                  (unsigned long long)odd_stored, (unsigned long long)even);
+    assert_int_equal(odd, odd_stored);
+    assert_true((double)even <= 0.01 * (double)m);
+    free(stored);
+    expandable_free(d);
+
+    /* Clear: back to one stage. */
+    expandable_clear(f);
+    expandable_info(f, &info);
+    assert_int_equal(info.stages, 1);
+    assert_int_equal(info.items, 0);
+    assert_int_equal(expandable_verify(f), SBF_OK);
+    expandable_free(f);
+}
+
+/*
+ * Issue 27: keys that collide in one cell (the top `level` bits of h.lo fixed; bucket
+ * and fingerprint bits random) against as many random keys, each run on a copy of the
+ * same filter: the colliding run grows the filter (blocks in use) less than 4x as much,
+ * at least 95% of it counts as new, and every key of it reads present.
+ */
+static void test_colliding_cell(void **state)
+{
+    (void)state;
+    const uint64_t pre = 20000, run = 3000;
+    uint64_t growth[2], fresh[2];
+    for (int crafted = 0; crafted < 2; crafted++) {
+        struct expandable *f = make(pre, 0.01);
+        checkadd_range(f, 1, 0, pre);
+        struct expandable_info before;
+        expandable_info(f, &before);
+        uint32_t lv = before.level;
+        uint64_t cell = UINT64_C(0x5ad3) % (UINT64_C(1) << lv);
+        struct sbf_hash h[3000];
+        bool present[3000];
+        for (uint64_t i = 0; i < run; i++) {
+            h[i] = key(5, i);
+            if (crafted)
+                h[i].lo = (cell << (64 - lv)) | (h[i].lo >> lv);
+        }
+        for (uint64_t i = 0; i < run; i += 100)
+            assert_int_equal(expandable_checkadd_batch(f, h + i, 100, present + i), SBF_OK);
+        fresh[crafted] = 0;
+        for (uint64_t i = 0; i < run; i++)
+            fresh[crafted] += !present[i];
+        expandable_check_batch(f, h, run, present);
+        for (uint64_t i = 0; i < run; i++)
+            assert_true(present[i]);
+        assert_int_equal(count_present(f, 1, 0, pre, 1), pre);
+        assert_int_equal(expandable_verify(f), SBF_OK);
+        struct expandable_info after;
+        expandable_info(f, &after);
+        growth[crafted] = after.blocks - before.blocks;
+        print_message("  %s: +%llu blocks, +%llu bytes, %llu of %llu new, %u stages, "
+                      "stash %u\n",
+                      crafted ? "one cell" : "random  ", (unsigned long long)growth[crafted],
+                      (unsigned long long)(after.bytes - before.bytes),
+                      (unsigned long long)fresh[crafted], (unsigned long long)run, after.stages,
+                      after.stash);
+        expandable_free(f);
+    }
+    assert_true(growth[0] > 0);
+    assert_true(growth[1] < 4 * growth[0]);
+    assert_true(fresh[1] >= run * 95 / 100);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -720,7 +978,10 @@ int main(void)
         cmocka_unit_test(test_kind),
         cmocka_unit_test(test_adds_during_encode),
         cmocka_unit_test(test_readers_beside_writer),
+        cmocka_unit_test(test_readers_beside_stages),
         cmocka_unit_test(test_growth_1000x),
+        cmocka_unit_test(test_stages),
+        cmocka_unit_test(test_colliding_cell),
     };
     if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_union' for one test */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
