@@ -96,6 +96,8 @@ static void process(const struct server *srv, struct stat_values *out)
     stat_set_u64(out, STAT_THREADS, srv->counters != NULL ? 1 : 0);
     stat_set_u64(out, STAT_FILTERS, registry_count(srv->reg));
     stat_set_u64(out, STAT_ITEMS, total_items(srv));
+    stat_set_u64(out, STAT_HTTP_CONNECTIONS, srv->http_conns.current);
+    stat_set_u64(out, STAT_HTTP_REJECTED, srv->http_conns.rejected);
 }
 
 static void budget(const struct server *srv, struct stat_values *out)

@@ -110,4 +110,12 @@ const struct figures_entry *figures_get(const struct figures *fg, const char *na
 void figures_of(const struct figures *fg, const struct filter *f, bool count_small,
                 struct figures_row *out);
 
+/*
+ * figures_of with the entry given (e may be NULL): a copy of f's entry that the caller
+ * took on the loop, so that a job holding a reference to f can build its row. Reads f
+ * only with the reader calls lib/kind.h allows beside a writer: any thread.
+ */
+void figures_row_of(const struct figures_entry *e, const struct filter *f, bool count_small,
+                    struct figures_row *out);
+
 #endif
