@@ -150,7 +150,7 @@ int api_filters(const struct page_input *in, struct evbuffer *out)
     for (size_t i = 0; i < in->n; i++) {
         if (i > 0)
             evbuffer_add(out, ",", 1);
-        filter_json(out, in->f[i], in->has[i] ? &in->e[i] : NULL, false, in->now_ms);
+        filter_json(out, in->f[i], in->ent[i], false, in->now_ms);
     }
     evbuffer_add_printf(out, "]}\n");
     return 200;

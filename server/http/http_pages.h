@@ -19,24 +19,30 @@ struct evbuffer;
 struct figures;
 struct figures_entry;
 struct filter;
+struct registry;
 
 /*
- * What a page over every filter is made of, taken on the loop in one go: the server's
- * figures, a reference to every filter, and a copy of each filter's figures entry (its
- * counts, and with rings its samples, oldest first). Read-only afterwards, on any thread:
- * the filters only through the reader calls of lib/kind.h.
+ * What a page over every filter is made of, in two steps. On the loop, page_input_gather
+ * takes the server's O(1) figures and copies every figures entry (counts, names, and with
+ * rings the samples, oldest first) into one block: plain copies, no lookups. Then, on
+ * the rendering's thread, page_input_collect takes a reference to every filter (the
+ * registry's collect is safe from any thread), pairs each with its copy by name and sums
+ * the items. The filters are read only through the reader calls of lib/kind.h.
  */
 struct page_input {
     enum server_phase phase;
-    int64_t now_ms;           /* Unix ms of the gathering */
-    uint64_t started_ns;      /* CLOCK_MONOTONIC of the server's start */
-    uint64_t now_ns;          /* CLOCK_MONOTONIC of the gathering */
-    struct stat_values stats; /* stats_gather's figures; unset while starting */
-    size_t n;                 /* filters; 0 while starting */
-    struct filter **f;        /* references, sorted by name */
-    struct figures_entry *e;  /* n copies (ones, ring: owned; name: NULL) */
-    bool *has;                /* e[i] holds f[i]'s entry; else it had none yet */
-    struct budget *budget;    /* charged with `charged` bytes of copies */
+    int64_t now_ms;               /* Unix ms of the gathering */
+    uint64_t started_ns;          /* CLOCK_MONOTONIC of the server's start */
+    uint64_t now_ns;              /* CLOCK_MONOTONIC of the gathering */
+    struct stat_values stats;     /* the server's figures; unset while starting */
+    struct registry *reg;         /* where page_input_collect takes the filters; NULL: none */
+    size_t ncopies;               /* figures entries copied */
+    struct figures_entry *copies; /* sorted by name; their name, ones and ring in block */
+    void *block;
+    size_t n;                         /* filters; 0 while starting */
+    struct filter **f;                /* references, sorted by name */
+    const struct figures_entry **ent; /* f[i]'s copy, or NULL: it had no entry yet */
+    struct budget *budget;            /* charged with `charged` bytes of copies */
     size_t charged;
 };
 
@@ -45,6 +51,10 @@ struct page_input {
  * Returns 0, -1 out of memory, -2 the copies do not fit max_memory (nothing held then).
  */
 int page_input_gather(struct page_input *in, struct server *srv, bool rings);
+
+/* Takes the filters and pairs them with the copies (see above). 0, or -1 out of memory
+ * (no filters then). Any thread, once, after page_input_gather. */
+int page_input_collect(struct page_input *in);
 
 /* Drops the references and the copies. Any thread; twice is harmless. */
 void page_input_destroy(struct page_input *in);

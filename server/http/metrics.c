@@ -118,7 +118,7 @@ static void filter_metrics_render(struct render *r, const struct page_input *in)
     if (rows == NULL)
         return;
     for (size_t i = 0; i < n; i++)
-        figures_row_of(in->has[i] ? &in->e[i] : NULL, f[i], false, &rows[i]);
+        figures_row_of(in->ent[i], f[i], false, &rows[i]);
     int64_t now = in->now_ms;
     for (int m = 0; m < FM_COUNT; m++) {
         header(r, filter_metrics[m].name, "gauge", filter_metrics[m].help);

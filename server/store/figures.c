@@ -74,6 +74,12 @@ static int by_name(const void *key, const void *elem)
     return strcmp(key, (*e)->name);
 }
 
+struct figures_entry *const *figures_entries(const struct figures *fg, size_t *n)
+{
+    *n = fg != NULL ? fg->n : 0;
+    return fg != NULL ? fg->e : NULL;
+}
+
 const struct figures_entry *figures_get(const struct figures *fg, const char *name, size_t len)
 {
     char buf[256];

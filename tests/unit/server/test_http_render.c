@@ -2,8 +2,8 @@
  * test_http_render.c - the HTTP pages' bodies and the input of the shared renderings
  * (server/http/render.h, http_pages.h): a body is counted in the budget's connection
  * part from its making to its last reference and refused (nothing taken) when it does
- * not fit; a gathering holds references, so a filter dropped meanwhile still renders
- * and is freed with the gathering; the rendering reads only what was gathered.
+ * not fit; the filters a rendering collected stay referenced, so one dropped meanwhile
+ * still renders and is freed with the gathering; the rendering reads only its input.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,6 +110,8 @@ static void test_gathering_outlives_a_drop(void **state)
     uint64_t before = budget_part(&srv.budget, BUDGET_CONNECTIONS);
     struct page_input in;
     assert_int_equal(page_input_gather(&in, &srv, true), 0);
+    assert_int_equal(in.n, 0); /* the filters are taken by the rendering's thread */
+    assert_int_equal(page_input_collect(&in), 0);
     assert_int_equal(in.n, 2);
     exec_line("DROP beta");
     assert_int_equal(registry_count(srv.reg), 1);
@@ -125,6 +127,7 @@ static void test_gathering_outlives_a_drop(void **state)
     assert_non_null(strstr(text, "bloomd_filter_items{filter=\"beta\"} 3\n"));
     assert_non_null(strstr(text, "bloomd_filter_items{filter=\"alpha\"} 0\n"));
     assert_non_null(strstr(text, "bloomd_filters 2\n"));
+    assert_non_null(strstr(text, "bloomd_items 3\n")); /* summed by page_input_collect */
     free(text);
 
     assert_int_equal(api_filters(&in, out), 200);
@@ -149,6 +152,7 @@ static void test_gathering_while_starting_shows_no_filter(void **state)
     srv.phase = SERVER_STARTING;
     struct page_input in;
     assert_int_equal(page_input_gather(&in, &srv, false), 0);
+    assert_int_equal(page_input_collect(&in), 0);
     assert_int_equal(in.n, 0);
     struct evbuffer *out = evbuffer_new();
     assert_int_equal(metrics_render(&in, out), 200);
