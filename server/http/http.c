@@ -274,7 +274,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct http *h = arg;
     sweep(h);
-    render_expire(h->render);
+    render_tick(h->render);
 }
 
 /* evhttp accepted a connection: its bufferevent, with a reference kept for the count. */

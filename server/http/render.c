@@ -237,12 +237,16 @@ void page_input_destroy(struct page_input *in)
 
 /* ---- the shared renderings ---- */
 
+struct render_job;
+
 struct page_cache {
     struct render *r;
     enum render_page page;
     struct http_body *last;       /* the newest good rendering (one reference), or NULL */
     uint64_t last_ms;             /* CLOCK_MONOTONIC ms of its gathering */
     bool running;                 /* a rendering is queued or running */
+    struct render_job *job;       /* that rendering, until its done() or free() */
+    uint64_t posted_ms;           /* CLOCK_MONOTONIC ms it was posted */
     struct evhttp_request **wait; /* requests waiting for it, in order */
     size_t nwait, cap;
 };
@@ -250,7 +254,8 @@ struct page_cache {
 struct render {
     struct server *srv;
     struct page_cache page[RENDER_NPAGES];
-    uint64_t rendered; /* renderings made (for the log) */
+    uint64_t rendered;  /* renderings made (for the log) */
+    uint64_t warned_ms; /* the last "lane busy" line; 0 never */
 };
 
 struct render_job {
@@ -260,6 +265,7 @@ struct render_job {
     uint64_t at_ms; /* CLOCK_MONOTONIC ms of the gathering */
     int status;
     struct http_body *body; /* NULL: it did not fit the budget */
+    _Atomic bool started;   /* set by run(): the lane got to it */
 };
 
 static const char *const page_type[RENDER_NPAGES] = {
@@ -300,6 +306,7 @@ static const char NO_ROOM[] = "out of memory: the page does not fit max_memory n
 static void render_run(struct job *j)
 {
     struct render_job *rj = (struct render_job *)j;
+    atomic_store_explicit(&rj->started, true, memory_order_relaxed);
     struct evbuffer *out = page_input_collect(&rj->in) == 0 ? evbuffer_new() : NULL;
     if (out != NULL) {
         rj->status = render_into(rj->c->page, &rj->in, out);
@@ -314,8 +321,11 @@ static void render_done(struct job *j)
     struct render_job *rj = (struct render_job *)j;
     struct page_cache *c = rj->c;
     c->running = false;
+    c->job = NULL;
     c->r->rendered++;
-    if (rj->body != NULL && rj->body->status == 200) {
+    if (c->nwait == 0 && c->last != NULL && c->last_ms >= rj->at_ms) {
+        /* Its waiters were answered by a newer rendering on the loop (render_tick). */
+    } else if (rj->body != NULL && rj->body->status == 200) {
         http_body_unref(c->last);
         c->last = rj->body;
         c->last_ms = rj->at_ms;
@@ -336,13 +346,17 @@ static void render_done(struct job *j)
 static void render_job_free(struct job *j)
 {
     struct render_job *rj = (struct render_job *)j;
+    if (rj->c->job == rj) { /* its done() was skipped (stopping) */
+        rj->c->job = NULL;
+        rj->c->running = false;
+    }
     page_input_destroy(&rj->in);
     http_body_unref(rj->body);
     free(rj);
 }
 
-/* Renders on the loop (starting, stopping, no lanes): the pages as they always were. */
-static void render_inline(struct render *r, enum render_page page, struct evhttp_request *req)
+/* Renders page on the loop: a body with one reference, or NULL and *why. */
+static struct http_body *render_here(struct render *r, enum render_page page, const char **why)
 {
     struct page_input in;
     int rc = page_input_gather(&in, r->srv, page == RENDER_FILTERS);
@@ -350,10 +364,9 @@ static void render_inline(struct render *r, enum render_page page, struct evhttp
         page_input_destroy(&in);
         rc = -1;
     }
-    if (rc != 0) {
-        send_unavailable(req, page, rc == -2 ? NO_ROOM : "out of memory");
-        return;
-    }
+    *why = rc == -1 ? "out of memory" : NO_ROOM;
+    if (rc != 0)
+        return NULL;
     struct evbuffer *out = evbuffer_new();
     struct http_body *body = NULL;
     if (out != NULL) {
@@ -362,8 +375,16 @@ static void render_inline(struct render *r, enum render_page page, struct evhttp
         evbuffer_free(out);
     }
     page_input_destroy(&in);
+    return body;
+}
+
+/* Renders on the loop (starting, stopping, no lanes): the pages as they always were. */
+static void render_inline(struct render *r, enum render_page page, struct evhttp_request *req)
+{
+    const char *why;
+    struct http_body *body = render_here(r, page, &why);
     if (body == NULL) {
-        send_unavailable(req, page, NO_ROOM);
+        send_unavailable(req, page, why);
         return;
     }
     http_body_send(req, body);
@@ -387,6 +408,22 @@ void render_serve(struct render *r, enum render_page page, struct evhttp_request
         /* Too old to reuse: let its memory go now rather than at the next rendering. */
         http_body_unref(c->last);
         c->last = NULL;
+    }
+    if (!c->running && registry_count(srv->reg) <= RENDER_INLINE_FILTERS) {
+        const char *why;
+        struct http_body *body = render_here(r, page, &why);
+        if (body == NULL) {
+            send_unavailable(req, page, why);
+            return;
+        }
+        http_body_send(req, body);
+        if (body->status == 200) {
+            c->last = body; /* the cache keeps the reference */
+            c->last_ms = now;
+        } else {
+            http_body_unref(body);
+        }
+        return;
     }
     if (c->nwait == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 16;
@@ -418,10 +455,12 @@ void render_serve(struct render *r, enum render_page page, struct evhttp_request
     rj->c = c;
     rj->at_ms = now;
     c->running = true;
+    c->job = rj;
+    c->posted_ms = now;
     jobs_post(srv->lanes[JOBS_LONG], &rj->job);
 }
 
-void render_expire(struct render *r)
+void render_tick(struct render *r)
 {
     uint64_t now = clock_mono_ms();
     for (int p = 0; p < RENDER_NPAGES; p++) {
@@ -429,6 +468,35 @@ void render_expire(struct render *r)
         if (c->last != NULL && now - c->last_ms >= RENDER_REUSE_MS) {
             http_body_unref(c->last);
             c->last = NULL;
+        }
+        if (c->nwait == 0 || c->job == NULL || r->srv->stopping ||
+            atomic_load_explicit(&c->job->started, memory_order_relaxed) ||
+            now - c->posted_ms < RENDER_WAIT_MS)
+            continue;
+        /* The long lane is busy (a big snapshot write, say): render on the loop rather
+         * than let the scrapers time out. The job still runs and is then dropped. */
+        if (r->warned_ms == 0 || now - r->warned_ms >= 10000) {
+            log_msg(LOG_WARN,
+                    "http: a rendering of %s waited %d ms for the long lane: rendered on the "
+                    "loop",
+                    p == RENDER_METRICS ? "/metrics" : "/api/filters", RENDER_WAIT_MS);
+            r->warned_ms = now;
+        }
+        const char *why;
+        struct http_body *body = render_here(r, (enum render_page)p, &why);
+        for (size_t i = 0; i < c->nwait; i++) {
+            if (body != NULL)
+                http_body_send(c->wait[i], body);
+            else
+                send_unavailable(c->wait[i], (enum render_page)p, why);
+        }
+        c->nwait = 0;
+        if (body != NULL && body->status == 200) {
+            http_body_unref(c->last);
+            c->last = body;
+            c->last_ms = clock_mono_ms();
+        } else {
+            http_body_unref(body);
         }
     }
 }

@@ -19,6 +19,11 @@ struct server;
 
 /* A rendering is reused by requests that come within this many ms of its gathering. */
 #define RENDER_REUSE_MS 1000
+/* A rendering not started on the long lane after this long is made on the loop. */
+#define RENDER_WAIT_MS 2000
+/* With at most this many filters a rendering is made on the loop at once (well under a
+ * millisecond): no wait behind the long lane for a small server. */
+#define RENDER_INLINE_FILTERS 256
 
 /* One response body. Immutable once made; freed with its last reference. */
 struct http_body {
@@ -62,14 +67,20 @@ struct render *render_new(struct server *srv);
 
 /*
  * Answers req with page: the newest rendering if it is less than RENDER_REUSE_MS old,
- * else the one under way (req waits for it), else a new one posted to the long lane.
+ * else the one under way (req waits for it), else a new one: made at once with at most
+ * RENDER_INLINE_FILTERS filters, else posted to the long lane.
  * While the server is starting or stopping, or without lanes, it renders on the loop
  * (starting: no filters are shown).
  */
 void render_serve(struct render *r, enum render_page page, struct evhttp_request *req);
 
-/* Lets go of renderings older than RENDER_REUSE_MS (their memory, once sent). */
-void render_expire(struct render *r);
+/*
+ * Every HTTP_SWEEP_MS: lets go of renderings older than RENDER_REUSE_MS (their memory,
+ * once sent), and renders on the loop for requests whose rendering has not started on the
+ * long lane after RENDER_WAIT_MS (the lane is busy with a long job), so a scrape does not
+ * wait behind a multi-gigabyte snapshot write.
+ */
+void render_tick(struct render *r);
 
 /*
  * Answers every waiting request 503 and frees everything. After the lanes stopped (a
