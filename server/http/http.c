@@ -50,7 +50,8 @@
 #define HTTP_WARN_S 10       /* at most one "cap reached" line per this many seconds */
 #define HTTP_SPILL_HEAD 2048 /* request head read from a connection over the cap */
 #define HTTP_SPILL_TIMEOUT_S 2
-#define HTTP_PAUSE_MS 100 /* accepting paused this long when descriptors run out */
+#define HTTP_PAUSE_MS 100         /* accepting paused this long when descriptors run out */
+#define HTTP_SPILL_MIN_AGE_MS 100 /* a slot younger than this is not evicted: answer at once */
 
 struct http;
 
@@ -59,6 +60,7 @@ struct spill {
     struct http *h;
     struct bufferevent *bev; /* NULL: the slot is free */
     bool answered;           /* the reply is queued: close once written */
+    uint64_t born_ms;        /* CLOCK_MONOTONIC ms it was accepted */
 };
 
 struct http {
@@ -321,42 +323,15 @@ static void spill_close(struct spill *sp)
     count_connections(sp->h);
 }
 
-static void spill_answer(struct spill *sp, int status, bool head, const char *body)
+/*
+ * The reply to a connection over the cap whose request head is head[0..) (NUL-ended;
+ * complete: its blank line has come): /healthz 200 (401 without the token when the probes
+ * need it), anything else 503. Writes the whole response into out[0..len); returns the
+ * status.
+ */
+static int over_cap_reply(const struct server *srv, const char *head, bool complete, char *out,
+                          size_t len, size_t *outlen)
 {
-    struct http *h = sp->h;
-    struct evbuffer *out = bufferevent_get_output(sp->bev);
-    evbuffer_add_printf(out,
-                        "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                        "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: close\r\n"
-                        "%s\r\n%s",
-                        status,
-                        status == 200   ? "OK"
-                        : status == 401 ? "Unauthorized"
-                                        : "Service Unavailable",
-                        strlen(body),
-                        status == 503   ? "Retry-After: 1\r\n"
-                        : status == 401 ? "WWW-Authenticate: Bearer realm=\"bloomd\"\r\n"
-                                        : "",
-                        head ? "" : body);
-    sp->answered = true;
-    bufferevent_disable(sp->bev, EV_READ);
-    if (status != 200)
-        note_refused(h);
-}
-
-/* The head of a request over the cap: /healthz is answered, the rest 503. */
-static void spill_read(struct bufferevent *bev, void *arg)
-{
-    struct spill *sp = arg;
-    struct server *srv = sp->h->srv;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    size_t len = evbuffer_get_length(in);
-    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-    if (end.pos < 0 && len < HTTP_SPILL_HEAD)
-        return; /* more to come */
-    char head[HTTP_SPILL_HEAD + 1];
-    size_t n = evbuffer_copyout(in, head, len < HTTP_SPILL_HEAD ? len : HTTP_SPILL_HEAD);
-    head[n] = '\0';
     char too_many[160];
     snprintf(too_many, sizeof too_many,
              "too many HTTP connections (http_max_connections %u): try again\n",
@@ -364,13 +339,14 @@ static void spill_read(struct bufferevent *bev, void *arg)
     bool get = strncmp(head, "GET ", 4) == 0, is_head = strncmp(head, "HEAD ", 5) == 0;
     const char *path = get ? head + 4 : is_head ? head + 5 : NULL;
     size_t plen = path != NULL ? strcspn(path, " ?\r\n") : 0;
-    if (end.pos < 0 || path == NULL || !is(path, plen, "/healthz")) {
-        spill_answer(sp, 503, is_head, too_many);
-        return;
-    }
-    if (srv->auth.set && srv->cfg.http_auth_metrics) {
+    int status = 200;
+    const char *body = "ok\n";
+    if (!complete || path == NULL || !is(path, plen, "/healthz")) {
+        status = 503;
+        body = too_many;
+    } else if (srv->auth.set && srv->cfg.http_auth_metrics) {
         bool ok = false;
-        for (char *line = strstr(head, "\r\n"); line != NULL && !ok;
+        for (const char *line = strstr(head, "\r\n"); line != NULL && !ok;
              line = strstr(line + 2, "\r\n")) {
             static const char name[] = "\r\nAuthorization:";
             if (strncasecmp(line, name, sizeof name - 1) != 0)
@@ -380,12 +356,76 @@ static void spill_read(struct bufferevent *bev, void *arg)
             ok = bearer_matches(v, strcspn(v, "\r\n"), srv);
         }
         if (!ok) {
-            spill_answer(sp, 401, is_head,
-                         "authentication required: send Authorization: Bearer <auth_token>\n");
-            return;
+            status = 401;
+            body = "authentication required: send Authorization: Bearer <auth_token>\n";
         }
     }
-    spill_answer(sp, 200, is_head, "ok\n");
+    int n = snprintf(out, len,
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: close\r\n"
+                     "%s\r\n%s",
+                     status,
+                     status == 200   ? "OK"
+                     : status == 401 ? "Unauthorized"
+                                     : "Service Unavailable",
+                     strlen(body),
+                     status == 503   ? "Retry-After: 1\r\n"
+                     : status == 401 ? "WWW-Authenticate: Bearer realm=\"bloomd\"\r\n"
+                                     : "",
+                     is_head ? "" : body);
+    *outlen = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+    return status;
+}
+
+#define OVER_CAP_REPLY 512
+
+static void spill_answer(struct spill *sp, const char *head, bool complete)
+{
+    char reply[OVER_CAP_REPLY];
+    size_t n;
+    int status = over_cap_reply(sp->h->srv, head, complete, reply, sizeof reply, &n);
+    evbuffer_add(bufferevent_get_output(sp->bev), reply, n);
+    sp->answered = true;
+    bufferevent_disable(sp->bev, EV_READ);
+    if (status != 200)
+        note_refused(sp->h);
+}
+
+/* The head of a request over the cap: /healthz is answered, the rest 503. */
+static void spill_read(struct bufferevent *bev, void *arg)
+{
+    struct spill *sp = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t len = evbuffer_get_length(in);
+    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+    if (end.pos < 0 && len < HTTP_SPILL_HEAD)
+        return; /* more to come */
+    char head[HTTP_SPILL_HEAD + 1];
+    size_t n = evbuffer_copyout(in, head, len < HTTP_SPILL_HEAD ? len : HTTP_SPILL_HEAD);
+    head[n] = '\0';
+    spill_answer(sp, head, end.pos >= 0);
+}
+
+/*
+ * No slot to give fd (every one is younger than HTTP_SPILL_MIN_AGE_MS: a burst): what
+ * has come of its request is read now, answered in one send, and fd closed.
+ */
+static void answer_at_once(struct http *h, int fd)
+{
+    char head[HTTP_SPILL_HEAD + 1];
+    ssize_t got = recv(fd, head, HTTP_SPILL_HEAD, MSG_DONTWAIT);
+    size_t n = got > 0 ? (size_t)got : 0;
+    head[n] = '\0';
+    char reply[OVER_CAP_REPLY];
+    size_t rn;
+    int status =
+        over_cap_reply(h->srv, head, strstr(head, "\r\n\r\n") != NULL, reply, sizeof reply, &rn);
+    ssize_t sent = send(fd, reply, rn, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)sent;
+    shutdown(fd, SHUT_WR);
+    close(fd);
+    if (status != 200)
+        note_refused(h);
 }
 
 static void spill_written(struct bufferevent *bev, void *arg)
@@ -415,12 +455,26 @@ static void on_over(struct evconnlistener *lis, evutil_socket_t fd, struct socka
     (void)len;
     struct http *h = arg;
     struct spill *sp = &h->spill[h->spill_next];
+    uint64_t now = clock_mono_ms();
+    if (sp->bev != NULL && now - sp->born_ms < HTTP_SPILL_MIN_AGE_MS) {
+        answer_at_once(h, fd); /* the oldest slot is brand new: a burst */
+        return;
+    }
     h->spill_next = (h->spill_next + 1) % HTTP_HEALTH_RESERVE;
     if (sp->bev != NULL) {
-        if (!sp->answered)
-            note_refused(h);
+        /* Evicted: answered from what has come of its head if it was not yet, what fits
+         * in the socket written now (best effort: the socket is non-blocking), closed. */
+        if (!sp->answered) {
+            struct evbuffer *in = bufferevent_get_input(sp->bev);
+            char head[HTTP_SPILL_HEAD + 1];
+            size_t n = evbuffer_copyout(in, head, HTTP_SPILL_HEAD);
+            head[n] = '\0';
+            spill_answer(sp, head, strstr(head, "\r\n\r\n") != NULL);
+        }
+        evbuffer_write(bufferevent_get_output(sp->bev), bufferevent_getfd(sp->bev));
         spill_close(sp);
     }
+    sp->born_ms = now;
     sp->bev = bufferevent_socket_new(h->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (sp->bev == NULL) {
         close(fd);

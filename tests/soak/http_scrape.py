@@ -177,8 +177,11 @@ def main():
             wall = time.monotonic() - t0
             ok = sum(1 for o in out if o is not None and o[3])
             sizes = sorted(o[1] for o in out if o is not None)
+            n503 = sum(1 for o in out if o is not None and o[0] == 503)
+            bad = [o[0] for o in out if o is None or (not o[3] and o[0] != 503)]
             rows.append((rnd, ok, wall, sizes[len(sizes) // 2] if sizes else 0,
-                         [o[0] for o in out if o is not None and not o[3]][:3]))
+                         ["503 x%d" % n503] * (n503 > 0) + bad[:3] +
+                         ["... %d other failures" % len(bad)] * (len(bad) > 3)))
             time.sleep(0.5)
         stop.set()
         for t in threads:
