@@ -13,7 +13,9 @@
  * listener is disabled and a second listener on the same socket takes over: it reads the
  * request head of up to HTTP_HEALTH_RESERVE connections, answers /healthz 200 and
  * anything else a short 503 (counted, logged once per HTTP_WARN_S), and evicts the
- * oldest when a new one comes, so a flood of idle connections cannot hold the reserve.
+ * oldest when a new one comes, so a flood of idle connections cannot hold the reserve
+ * (a slot younger than HTTP_SPILL_MIN_AGE_MS is kept: the newcomer is answered from one
+ * recv at once, since closing a socket with its request unread would reset it).
  */
 #include "server/http/http.h"
 
@@ -46,9 +48,10 @@
 #define HTTP_MAX_URI 2048
 #define HTTP_MAX_HEADERS (16 * 1024)
 #define HTTP_TIMEOUT_S 10
-#define HTTP_SWEEP_MS 200    /* how soon a closed connection's slot is free again */
-#define HTTP_WARN_S 10       /* at most one "cap reached" line per this many seconds */
-#define HTTP_SPILL_HEAD 2048 /* request head read from a connection over the cap */
+#define HTTP_SWEEP_MS 200              /* how soon a closed connection's slot is free again */
+#define HTTP_WARN_S 10                 /* at most one "cap reached" line per this many seconds */
+#define HTTP_CONN_READ_MAX (64 * 1024) /* input an evhttp connection buffers at most */
+#define HTTP_SPILL_HEAD 2048           /* request head read from a connection over the cap */
 #define HTTP_SPILL_TIMEOUT_S 2
 #define HTTP_PAUSE_MS 100         /* accepting paused this long when descriptors run out */
 #define HTTP_SPILL_MIN_AGE_MS 100 /* a slot younger than this is not evicted: answer at once */
@@ -286,6 +289,8 @@ static struct bufferevent *on_evhttp_conn(struct event_base *base, void *arg)
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (bev == NULL || h->nconns >= h->srv->cfg.http_max_connections)
         return bev; /* NULL: evhttp tries its own; past the cap cannot happen (disabled) */
+    /* Once evhttp frees it the socket is still read until the sweep: not past this. */
+    bufferevent_setwatermark(bev, EV_READ, 0, HTTP_CONN_READ_MAX);
     bufferevent_incref(bev);
     h->conns[h->nconns++] = bev;
     count_connections(h);
