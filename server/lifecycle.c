@@ -155,15 +155,16 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 #define SERVER_FD_RESERVE 32
 
 /*
- * Raises the soft descriptor limit towards max_connections + a reserve (never above the
- * hard limit), so "too many connections" comes before the process runs out of descriptors.
+ * Raises the soft descriptor limit towards clients (max_connections, plus the HTTP side's
+ * cap and reserve) + a reserve (never above the hard limit), so "too many connections"
+ * comes before the process runs out of descriptors.
  */
-static void raise_fd_limit(unsigned max_connections)
+static void raise_fd_limit(unsigned clients)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return;
-    rlim_t want = (rlim_t)max_connections + SERVER_FD_RESERVE;
+    rlim_t want = (rlim_t)clients + SERVER_FD_RESERVE;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
         rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -171,9 +172,9 @@ static void raise_fd_limit(unsigned max_connections)
     }
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
         log_msg(LOG_WARN,
-                "open file limit %llu is below max_connections %u + %d: clients beyond it are "
-                "refused when descriptors run out",
-                (unsigned long long)rl.rlim_cur, max_connections, SERVER_FD_RESERVE);
+                "open file limit %llu is below max_connections (+ http_max_connections + %d "
+                "with HTTP) = %u, + %d: clients beyond it are refused when descriptors run out",
+                (unsigned long long)rl.rlim_cur, HTTP_HEALTH_RESERVE, clients, SERVER_FD_RESERVE);
 }
 
 /* Signal handlers on the worker's loop. */
@@ -268,7 +269,10 @@ static void load_done(struct job *j)
 
 int server_run(struct server *srv)
 {
-    raise_fd_limit(srv->cfg.max_connections);
+    /* The HTTP side holds at most its cap plus the /healthz reserve. */
+    raise_fd_limit(
+        srv->cfg.max_connections +
+        (srv->cfg.http_port != 0 ? srv->cfg.http_max_connections + HTTP_HEALTH_RESERVE : 0));
     /* The data directory exists and is locked: main.c's datadir_open() saw to it. */
     /* The job thread hands completions back through an event: make libevent thread-safe. */
     if (evthread_use_pthreads() != 0) {

@@ -65,6 +65,8 @@ static const struct opt_def opts[] = {
      "HTTP port for /metrics, /healthz, /readyz, /api and the page; 0 = off"},
     {"http_bind", OPT_STR, F(http_bind), 0, 0, true, "ADDR",
      "HTTP listen address, empty = the same as bind"},
+    {"http_max_connections", OPT_UINT, F(http_max_connections), 1, 100000, false, "N",
+     "concurrent HTTP connections; past them /healthz still answers, the rest get 503"},
     {"data_dir", OPT_STR, F(data_dir), 0, 0, false, "DIR", "snapshot directory (created)"},
     {"config", OPT_STR, F(config), 0, 0, true, "FILE", "INI file with these options"},
     {"snapshot_interval", OPT_UINT, F(snapshot_interval), 0, 31536000, false, "SEC",
@@ -162,6 +164,7 @@ void config_defaults(struct config *c)
     c->memcache_max_auto_filters = 1000;
     c->replication_backlog = 64 * KIB * KIB;
     c->max_connections = 1024;
+    c->http_max_connections = 64;
     c->max_line = MIB;
     c->max_memory = 0;
     c->max_output = 4 * MIB;

@@ -38,6 +38,7 @@ struct config {
     unsigned port;                         /* 0 = any free port */
     unsigned http_port;                    /* HTTP metrics/probes/page, 0 = off */
     char http_bind[256];                   /* HTTP listen address, empty = same as bind */
+    unsigned http_max_connections;         /* concurrent HTTP connections (then 503) */
     char data_dir[CONFIG_PATH_MAX];        /* snapshots live here; created if missing */
     char config[CONFIG_PATH_MAX];          /* the INI file read, empty if none */
     unsigned snapshot_interval;            /* seconds between snapshots, 0 = only on demand */

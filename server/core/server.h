@@ -97,6 +97,10 @@ struct server {
     char repl_token[CONFIG_TOKEN_MAX]; /* the token a replica sends its primary ("" = none) */
     struct figures *figures;           /* per-filter samples and cached popcounts (store/figures.h);
                                           NULL before server_run (unit tests) */
+    struct {
+        uint64_t current;  /* HTTP connections open (evhttp's and those over the cap) */
+        uint64_t rejected; /* over http_max_connections and not answered 200 */
+    } http_conns;          /* server/http/ fills them; loop thread */
 };
 
 #endif

@@ -73,6 +73,11 @@ enum stat_prom {
     X(SHED_CONNECTIONS, "shed_connections", STAT_U64, STAT_SRC_WORKERS, NULL, STAT_PROM_COUNTER,   \
       "bloomd_shed_connections_total", 1, NULL,                                                    \
       "Client connections closed for holding the most buffers with max_memory exceeded.")          \
+    X(HTTP_CONNECTIONS, "http_connections", STAT_U64, STAT_SRC_SERVER, NULL, STAT_PROM_GAUGE,      \
+      "bloomd_http_connections", 1, NULL, "Open HTTP connections.")                                \
+    X(HTTP_REJECTED, "http_rejected_connections", STAT_U64, STAT_SRC_SERVER, NULL,                 \
+      STAT_PROM_COUNTER, "bloomd_http_rejected_connections_total", 1, NULL,                        \
+      "HTTP connections over http_max_connections, answered 503 or closed.")                       \
     X(COMMANDS, "commands", STAT_U64, STAT_SRC_WORKERS, NULL, STAT_PROM_NONE, NULL, 1, NULL,       \
       "Requests executed (the sum of bloomd_commands_total).")                                     \
     STAT_CMD_ROW(X, CREATE, create)                                                                \

@@ -87,7 +87,7 @@ static uint64_t total_items(const struct server *srv)
     return sum;
 }
 
-static void process(const struct server *srv, struct stat_values *out)
+static void process(const struct server *srv, struct stat_values *out, bool items)
 {
     stat_set_u64(out, STAT_PID, (uint64_t)getpid());
     stat_set_u64(out, STAT_UPTIME, (clock_mono_ns() - srv->started_ns) / 1000000000u);
@@ -95,7 +95,10 @@ static void process(const struct server *srv, struct stat_values *out)
     stat_set_str(out, STAT_VERSION, BLOOMD_VERSION);
     stat_set_u64(out, STAT_THREADS, srv->counters != NULL ? 1 : 0);
     stat_set_u64(out, STAT_FILTERS, registry_count(srv->reg));
-    stat_set_u64(out, STAT_ITEMS, total_items(srv));
+    if (items)
+        stat_set_u64(out, STAT_ITEMS, total_items(srv));
+    stat_set_u64(out, STAT_HTTP_CONNECTIONS, srv->http_conns.current);
+    stat_set_u64(out, STAT_HTTP_REJECTED, srv->http_conns.rejected);
 }
 
 static void budget(const struct server *srv, struct stat_values *out)
@@ -134,15 +137,25 @@ static void replication(const struct server *srv, struct stat_values *out)
                  replica && r->primary_offset > r->offset ? r->primary_offset - r->offset : 0);
 }
 
-void stats_gather(const struct server *srv, struct stat_values *out)
+static void gather(const struct server *srv, struct stat_values *out, bool items)
 {
     memset(out, 0, sizeof *out);
-    process(srv, out);
+    process(srv, out, items);
     workers(srv, out);
     budget(srv, out);
     snapshots(srv, out);
     durable_visit(srv, out);
     replication(srv, out);
+}
+
+void stats_gather(const struct server *srv, struct stat_values *out)
+{
+    gather(srv, out, true);
+}
+
+void stats_gather_cheap(const struct server *srv, struct stat_values *out)
+{
+    gather(srv, out, false);
 }
 
 void stats_result(const struct server *srv, struct result *res)

@@ -44,6 +44,12 @@ struct server;
 void stats_gather(const struct server *srv, struct stat_values *out);
 
 /*
+ * stats_gather without its one O(filters) row: STAT_ITEMS is left unset, for a caller
+ * that sums the filters' items itself off the loop (the HTTP pages). O(1).
+ */
+void stats_gather_cheap(const struct server *srv, struct stat_values *out);
+
+/*
  * STATS as a result: one field per row in the table's order under its STATS name, with
  * memcached's name as the field's alias where the row has one (proto/memcache.h shows
  * that name).

@@ -2,7 +2,9 @@
  * http_api.c - the JSON under /api: every filter with its parts and sample ring, one
  * filter with INFO's fields (the estimates cached by figures.h: they walk the bits), and
  * where a key falls (CHECK only: the kind's explain op reads, never adds). Names and
- * keys are validated as the text protocol does; every string is escaped.
+ * keys are validated as the text protocol does; every string is escaped. The list of
+ * every filter renders from a struct page_input on the long lane (render.c); the one
+ * filter and the key pages read the live filter on the loop (O(its parts)).
  */
 #include <event2/buffer.h>
 #include <math.h>
@@ -15,7 +17,6 @@
 #include "proto/url.h"
 #include "server/core/clock.h"
 #include "server/core/server.h"
-#include "server/exec/stats.h"
 #include "server/http/http_pages.h"
 #include "server/http/json.h"
 #include "server/store/figures.h"
@@ -73,12 +74,13 @@ static void field_json(void *ctx, const char *name, enum kind_field_type type, u
         json_string(pj->out, s, strlen(s));
 }
 
-/* One filter's object; with_info adds INFO's fields (the estimates from the cache). */
-static void filter_json(struct evbuffer *out, const struct filter *f, const struct figures *fg,
-                        bool with_info)
+/* One filter's object from its figures entry e (or NULL); with_info adds INFO's fields
+ * (the estimates from the cache). now_ms: Unix ms the figures' age is counted to. */
+static void filter_json(struct evbuffer *out, const struct filter *f,
+                        const struct figures_entry *fe, bool with_info, int64_t now_ms)
 {
     struct figures_row row;
-    figures_of(fg, f, false, &row);
+    figures_row_of(fe, f, false, &row);
     const struct figures_entry *e = row.e;
     evbuffer_add_printf(out, "{\"name\":");
     json_string(out, f->name, f->name_len);
@@ -95,7 +97,7 @@ static void filter_json(struct evbuffer *out, const struct filter *f, const stru
         evbuffer_add(out, "null", 4);
     evbuffer_add_printf(out, ",\"figures_age_s\":");
     if (row.counted)
-        json_number(out, (double)(clock_wall_ms() - e->counted_ms) / 1000.0);
+        json_number(out, (double)(now_ms - e->counted_ms) / 1000.0);
     else
         evbuffer_add(out, "null", 4);
     evbuffer_add_printf(out, ",\"parts\":[");
@@ -122,44 +124,34 @@ static void filter_json(struct evbuffer *out, const struct filter *f, const stru
 }
 
 /* The server's figures as members: each row of core/stat.h under its STATS name. */
-static void stats_json(struct evbuffer *out, const struct server *srv)
+static void stats_json(struct evbuffer *out, const struct stat_values *v)
 {
-    struct stat_values v;
-    stats_gather(srv, &v);
     for (int i = 0; i < STAT_COUNT; i++) {
         evbuffer_add_printf(out, ",\"%s\":", stat_defs[i].name);
         if (stat_defs[i].type == STAT_U64)
-            evbuffer_add_printf(out, "%llu", (unsigned long long)v.v[i].u);
+            evbuffer_add_printf(out, "%llu", (unsigned long long)v->v[i].u);
         else
-            json_string(out, v.v[i].s != NULL ? v.v[i].s : "",
-                        v.v[i].s != NULL ? strlen(v.v[i].s) : 0);
+            json_string(out, v->v[i].s != NULL ? v->v[i].s : "",
+                        v->v[i].s != NULL ? strlen(v->v[i].s) : 0);
     }
 }
 
-int api_filters(struct server *srv, const struct figures *fg, struct evbuffer *out)
+int api_filters(const struct page_input *in, struct evbuffer *out)
 {
     static const char *const phases[] = {"starting", "ready", "stopping"};
-    evbuffer_add_printf(out, "{\"server\":{\"phase\":\"%s\",\"now_ms\":%lld", phases[srv->phase],
-                        (long long)clock_wall_ms());
-    if (srv->phase == SERVER_STARTING) {
+    evbuffer_add_printf(out, "{\"server\":{\"phase\":\"%s\",\"now_ms\":%lld", phases[in->phase],
+                        (long long)in->now_ms);
+    if (in->phase == SERVER_STARTING) {
         evbuffer_add_printf(out, "},\"filters\":[]}\n");
         return 200;
     }
-    stats_json(out, srv);
+    stats_json(out, &in->stats);
     evbuffer_add_printf(out, "},\"filters\":[");
-    struct filter **f;
-    size_t n;
-    if (registry_collect(srv->reg, NULL, 0, &f, &n) != REGISTRY_OK) {
-        evbuffer_add_printf(out, "]}\n");
-        return 200;
-    }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < in->n; i++) {
         if (i > 0)
             evbuffer_add(out, ",", 1);
-        filter_json(out, f[i], fg, false);
-        filter_unref(f[i]);
+        filter_json(out, in->f[i], in->ent[i], false, in->now_ms);
     }
-    free(f);
     evbuffer_add_printf(out, "]}\n");
     return 200;
 }
@@ -204,7 +196,7 @@ int api_filter(struct server *srv, const struct figures *fg, const char *name, s
     struct filter *f = lookup(srv, name, len, out, &status);
     if (f == NULL)
         return status;
-    filter_json(out, f, fg, true);
+    filter_json(out, f, figures_get(fg, f->name, f->name_len), true, clock_wall_ms());
     evbuffer_add(out, "\n", 1);
     filter_unref(f);
     return 200;

@@ -1,8 +1,10 @@
 /*
  * metrics.c - GET /metrics: Prometheus text exposition format 0.0.4. The daemon's
  * figures are the rows of core/stat.h (each row names its family, type and help), the
- * per-filter ones come from figures_of() once per filter (cheap info now, popcounts from
- * figures.h's cache); process_* from /proc. A scrape is O(filters), never O(bytes).
+ * per-filter ones come from figures_row_of() once per filter (cheap info now, popcounts
+ * from the copy of figures.h's cache the loop took); process_* from /proc. A rendering is
+ * O(filters), never O(bytes), and runs on the long lane (render.c): it reads only its
+ * struct page_input.
  */
 #include <dirent.h>
 #include <event2/buffer.h>
@@ -16,7 +18,6 @@
 
 #include "server/core/clock.h"
 #include "server/core/server.h"
-#include "server/exec/stats.h"
 #include "server/http/http_pages.h"
 #include "server/store/figures.h"
 #include "server/store/registry.h"
@@ -56,10 +57,9 @@ static void label(struct render *r, const char *s)
 }
 
 /* The daemon's figures: every row of core/stat.h that has a family, in its order. */
-static void stats_render(struct render *r, const struct server *srv)
+static void stats_render(struct render *r, const struct stat_values *sv)
 {
-    struct stat_values v;
-    stats_gather(srv, &v);
+    const struct stat_values v = *sv;
     for (int i = 0; i < STAT_COUNT; i++) {
         const struct stat_def *d = &stat_defs[i];
         if (d->prom == STAT_PROM_NONE)
@@ -109,19 +109,17 @@ static const struct {
                 "Age of the cached popcount figures of the filter."},
 };
 
-static void filter_metrics_render(struct render *r, struct server *srv, const struct figures *fg)
+static void filter_metrics_render(struct render *r, const struct page_input *in)
 {
-    struct filter **f;
-    size_t n;
-    if (registry_collect(srv->reg, NULL, 0, &f, &n) != REGISTRY_OK)
-        return;
+    struct filter *const *f = in->f;
+    size_t n = in->n;
     /* Each filter's figures once, then one family after the other. */
     struct figures_row *rows = calloc(n ? n : 1, sizeof *rows);
     if (rows == NULL)
-        goto out;
+        return;
     for (size_t i = 0; i < n; i++)
-        figures_of(fg, f[i], false, &rows[i]);
-    int64_t now = clock_wall_ms();
+        figures_row_of(in->ent[i], f[i], false, &rows[i]);
+    int64_t now = in->now_ms;
     for (int m = 0; m < FM_COUNT; m++) {
         header(r, filter_metrics[m].name, "gauge", filter_metrics[m].help);
         for (size_t i = 0; i < n; i++) {
@@ -181,15 +179,11 @@ static void filter_metrics_render(struct render *r, struct server *srv, const st
         }
     }
     free(rows);
-out:
-    for (size_t i = 0; i < n; i++)
-        filter_unref(f[i]);
-    free(f);
 }
 
 /* ---- process ---- */
 
-static void process_metrics(struct render *r, struct server *srv)
+static void process_metrics(struct render *r, const struct page_input *in)
 {
     long page = sysconf(_SC_PAGESIZE);
     unsigned long long vsz = 0, rss = 0;
@@ -227,24 +221,24 @@ static void process_metrics(struct render *r, struct server *srv)
         header(r, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
         evbuffer_add_printf(r->out, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
     }
-    double up = (double)(clock_mono_ns() - srv->started_ns) / 1e9;
+    double up = (double)(in->now_ns - in->started_ns) / 1e9;
     header(r, "process_start_time_seconds", "gauge", "Start time of the process, Unix seconds.");
     evbuffer_add_printf(r->out, "process_start_time_seconds %.3f\n",
-                        (double)clock_wall_ms() / 1000.0 - up);
+                        (double)in->now_ms / 1000.0 - up);
 }
 
-int metrics_render(struct server *srv, const struct figures *fg, struct evbuffer *out)
+int metrics_render(const struct page_input *in, struct evbuffer *out)
 {
     struct render r = {.out = out};
     header(&r, "bloomd_up", "gauge", "1 while the event loop answers.");
     evbuffer_add_printf(out, "bloomd_up 1\n");
     header(&r, "bloomd_ready", "gauge", "1 once snapshots are loaded and the listeners are up.");
-    evbuffer_add_printf(out, "bloomd_ready %d\n", srv->phase == SERVER_READY);
+    evbuffer_add_printf(out, "bloomd_ready %d\n", in->phase == SERVER_READY);
     /* While starting, the loader (job thread) is the registry's changing thread. */
-    if (srv->phase != SERVER_STARTING) {
-        stats_render(&r, srv);
-        filter_metrics_render(&r, srv, fg);
+    if (in->phase != SERVER_STARTING) {
+        stats_render(&r, &in->stats);
+        filter_metrics_render(&r, in);
     }
-    process_metrics(&r, srv);
+    process_metrics(&r, in);
     return 200;
 }

@@ -74,6 +74,12 @@ static int by_name(const void *key, const void *elem)
     return strcmp(key, (*e)->name);
 }
 
+struct figures_entry *const *figures_entries(const struct figures *fg, size_t *n)
+{
+    *n = fg != NULL ? fg->n : 0;
+    return fg != NULL ? fg->e : NULL;
+}
+
 const struct figures_entry *figures_get(const struct figures *fg, const char *name, size_t len)
 {
     char buf[256];
@@ -100,6 +106,12 @@ static void sum_part(void *ctx, const struct kind_part *part)
 void figures_of(const struct figures *fg, const struct filter *f, bool count_small,
                 struct figures_row *out)
 {
+    figures_row_of(figures_get(fg, f->name, f->name_len), f, count_small, out);
+}
+
+void figures_row_of(const struct figures_entry *e, const struct filter *f, bool count_small,
+                    struct figures_row *out)
+{
     memset(out, 0, sizeof *out);
     f->ops->info(f->obj, &out->info);
     struct parts_sum ps = {0};
@@ -107,7 +119,6 @@ void figures_of(const struct figures *fg, const struct filter *f, bool count_sma
         f->ops->parts(f->obj, false, sum_part, &ps);
     out->nparts = f->ops->parts != NULL ? ps.n : 1;
     out->bits = ps.bits;
-    const struct figures_entry *e = figures_get(fg, f->name, f->name_len);
     out->e = e;
     out->counted = e != NULL && e->counted_ms != 0 && e->obj == f->obj;
     if (out->counted)

@@ -98,6 +98,10 @@ void figures_poke(struct figures *fg);
  */
 void figures_want(struct figures *fg, const struct filter *f);
 
+/* Every entry, sorted by name as registry_collect sorts filters (*n of them); valid until
+ * the next figures_tick. fg may be NULL (none). Loop thread. */
+struct figures_entry *const *figures_entries(const struct figures *fg, size_t *n);
+
 /* The entry of the filter named name[0..len), or NULL if none yet. */
 const struct figures_entry *figures_get(const struct figures *fg, const char *name, size_t len);
 
@@ -109,5 +113,13 @@ const struct figures_entry *figures_get(const struct figures *fg, const char *na
  */
 void figures_of(const struct figures *fg, const struct filter *f, bool count_small,
                 struct figures_row *out);
+
+/*
+ * figures_of with the entry given (e may be NULL): a copy of f's entry that the caller
+ * took on the loop, so that a job holding a reference to f can build its row. Reads f
+ * only with the reader calls lib/kind.h allows beside a writer: any thread.
+ */
+void figures_row_of(const struct figures_entry *e, const struct filter *f, bool count_small,
+                    struct figures_row *out);
 
 #endif
