@@ -151,9 +151,9 @@ END {
         printf "%-34s %12.0f %10.1f %14.3f %8.3f\n", label[i], kps[i], f["p99_us"], cpu[i], f["fp_rate"] * 100
     }
     if (kps[1] > 0 && kps[2] > 0)
-        printf "BF.MADD/CHECKADD (%s): throughput %.2fx, server CPU per key %.2fx\n", "batched", kps[2] / kps[1], cpu[1] > 0 ? cpu[2] / cpu[1] : 0
+        printf "BF.MADD/CHECKADD (%s): throughput %.2fx, server CPU per key %.2fx\n", "batched", kps[2] / kps[1], (cpu[1] > 0 ? cpu[2] / cpu[1] : 0)
     if (kps[3] > 0 && kps[4] > 0)
-        printf "BF.ADD/CHECKADD (one key): throughput %.2fx, server CPU per key %.2fx\n", kps[4] / kps[3], cpu[3] > 0 ? cpu[4] / cpu[3] : 0
+        printf "BF.ADD/CHECKADD (one key): throughput %.2fx, server CPU per key %.2fx\n", kps[4] / kps[3], (cpu[3] > 0 ? cpu[4] / cpu[3] : 0)
     if (n >= 5 && kps[5] > 0 && kps[2] > 0)
         printf "bloomd BF.MADD / RedisBloom BF.MADD: throughput %.2fx\n", kps[2] / kps[5]
     printf "RATIO %.4f\n", (kps[1] > 0 ? kps[2] / kps[1] : 0)
