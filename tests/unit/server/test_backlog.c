@@ -4,7 +4,8 @@
  * capacity many times over, so chunks are dropped and reused; after each, reads from
  * sampled offsets with sampled limits must give exactly the model's frames, at least one
  * and whole ones, and the held records must be a suffix of the stream that covers most of
- * the capacity. Also: a gap in the offsets empties it, clear, the last offset.
+ * the capacity. Also: a gap in the offsets empties it, clear, the last offset, spare
+ * chunks made ahead.
  */
 #include <setjmp.h> /* cmocka needs these first */
 #include <stdarg.h>
@@ -20,7 +21,7 @@
 #include "server/repl/backlog.h"
 
 #define CAP ((size_t)16 << 20)
-#define HELD_AT_LEAST ((size_t)8 << 20) /* CAP less two chunks at most, rounded down */
+#define CHUNK ((size_t)2 << 20) /* backlog.c's */
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 
@@ -97,13 +98,17 @@ static struct journal_record random_record(void)
     return r;
 }
 
-/* Checks b against m: the held records are a suffix covering HELD_AT_LEAST bytes (or all),
- * and reads from sampled offsets give the model's frames. */
-static void check(const struct backlog *b, const struct model *m, unsigned reads)
+/* Checks b (of capacity cap) against m: the held records are a suffix covering most of the
+ * capacity (or all), and reads from sampled offsets give the model's frames. */
+static void check(const struct backlog *b, const struct model *m, size_t cap, unsigned reads)
 {
+    /* All chunks but the newest are held, each at least about half full of frames (a chunk
+     * is closed when the next frame, at most half a chunk, does not fit; its index takes
+     * up to a tenth for the smallest frames). */
+    size_t held_at_least = (cap - CHUNK) * 2 / 5;
     uint64_t last = m->base + m->n - 1;
     assert_int_equal(backlog_last(b), last);
-    assert_true(backlog_bytes(b) <= CAP);
+    assert_true(backlog_bytes(b) <= cap);
     assert_true(backlog_has(b, last));
     /* The oldest held offset o (o + 1 is the first record a read from o gives). */
     size_t lo = 0, hi = m->n; /* in frames: records from index lo on are held */
@@ -115,7 +120,7 @@ static void check(const struct backlog *b, const struct model *m, unsigned reads
             lo = mid + 1;
     }
     size_t first = lo;
-    assert_true(m->len - m->at[first] >= HELD_AT_LEAST || first == 0);
+    assert_true(m->len - m->at[first] >= held_at_least || first == 0);
     for (size_t i = 0; i < m->n; i += 1 + m->n / 64) /* a suffix: none held before first */
         assert_int_equal(backlog_has(b, m->base + i - 1), i >= first);
     for (unsigned k = 0; k < reads; k++) {
@@ -170,9 +175,9 @@ static void test_model(void **state)
         appended += journal_record_size(&r);
         offset++;
         if (i % 997 == 0 || r.nhashes == JOURNAL_MAX_HASHES)
-            check(b, &m, 8);
+            check(b, &m, CAP, 8);
     }
-    check(b, &m, 400);
+    check(b, &m, CAP, 400);
     model_free(&m);
     backlog_free(b);
 }
@@ -216,6 +221,48 @@ static void test_gap_and_clear(void **state)
     backlog_free(NULL);
 }
 
+/* Spare chunks made ahead: as many as wanted, used before any new one, never past the
+ * capacity (ASan's leak check: the ones that do not fit are freed). */
+static void test_spares(void **state)
+{
+    (void)state;
+    size_t cap = (size_t)8 << 20;
+    struct backlog *b = backlog_new(cap);
+    assert_non_null(b);
+    assert_int_equal(backlog_spares_wanted(b), cap);
+    backlog_spares_adopt(b, backlog_spares_make(cap));
+    assert_int_equal(backlog_spares_wanted(b), 0);
+    backlog_spares_adopt(b, backlog_spares_make((size_t)4 << 20)); /* too many: freed */
+    backlog_spares_adopt(b, NULL);
+    backlog_spares_free(NULL);
+    backlog_spares_free(backlog_spares_make((size_t)2 << 20));
+    struct model m = {0};
+    uint64_t offset = 1;
+    for (size_t appended = 0; appended < 3 * cap; offset++) {
+        struct journal_record r = random_record();
+        assert_int_equal(backlog_append(b, &r, offset), 0);
+        model_add(&m, &r, offset);
+        appended += journal_record_size(&r);
+        assert_true(backlog_bytes(b) <= cap);
+        assert_int_equal(backlog_spares_wanted(b), 0);
+    }
+    check(b, &m, cap, 50);
+    /* Cleared, its chunks are spares again: nothing more wanted, and it fills as before. */
+    backlog_clear(b);
+    assert_int_equal(backlog_bytes(b), 0);
+    assert_int_equal(backlog_spares_wanted(b), 0);
+    model_free(&m);
+    memset(&m, 0, sizeof m);
+    for (int i = 0; i < 100; i++, offset++) {
+        struct journal_record r = random_record();
+        assert_int_equal(backlog_append(b, &r, offset), 0);
+        model_add(&m, &r, offset);
+    }
+    check(b, &m, cap, 20);
+    model_free(&m);
+    backlog_free(b);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < JOURNAL_MAX_HASHES; i++)
@@ -223,6 +270,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model),
         cmocka_unit_test(test_gap_and_clear),
+        cmocka_unit_test(test_spares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
