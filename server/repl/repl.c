@@ -40,8 +40,10 @@
 
 /* A feed writes while its connection holds less than this unsent. */
 #define FEED_WINDOW ((size_t)1 << 20)
-/* Unsent bytes past which a replica is not written to directly (it catches up later). */
-#define FEED_MAX_UNSENT ((size_t)16 << 20)
+/* Unsent bytes past which a replica is not written to directly: it catches up from the
+ * backlog as its output drains, so the connection's buffer stays within a few MiB (kept
+ * from pass to pass: net/conn.c's CONN_KEEP_FEED). */
+#define FEED_MAX_UNSENT FEED_WINDOW
 
 enum feed_state {
     FEED_SYNCING,   /* sending filters */
