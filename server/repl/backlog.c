@@ -207,26 +207,52 @@ static struct chunk *new_tail(struct backlog *b, uint64_t offset)
     return c;
 }
 
-int backlog_append(struct backlog *b, const struct journal_record *rec, uint64_t offset)
+/* Room at the tail for the n-byte frame of the record at offset, or NULL (emptied). */
+static unsigned char *reserve(struct backlog *b, size_t n, uint64_t offset)
 {
-    size_t n = journal_record_size(rec);
-    if (n == 0)
-        return 0; /* cannot happen: mutate makes valid records */
     if (b->tail != NULL && offset != backlog_last(b) + 1)
         empty(b);
     struct chunk *c = b->tail;
     if (c == NULL || !fits(c, n)) {
         if ((c = new_tail(b, offset)) == NULL) {
             empty(b);
-            return -1;
+            return NULL;
         }
     }
-    long w = journal_record_encode(rec, offset, c->data + c->len, n);
-    if (w <= 0)
-        return 0;
+    return c->data + c->len;
+}
+
+/* The frame of n bytes written at reserve()'s place is the tail's next record. */
+static void commit(struct backlog *b, size_t n)
+{
+    struct chunk *c = b->tail;
     idx(c)[-1 - (ptrdiff_t)c->count] = (uint32_t)c->len;
-    c->len += (size_t)w;
+    c->len += n;
     c->count++;
+}
+
+int backlog_append(struct backlog *b, const struct journal_record *rec, uint64_t offset)
+{
+    size_t n = journal_record_size(rec);
+    if (n == 0)
+        return 0; /* cannot happen: mutate makes valid records */
+    unsigned char *p = reserve(b, n, offset);
+    if (p == NULL)
+        return -1;
+    if (journal_record_encode(rec, offset, p, n) > 0)
+        commit(b, n);
+    return 0;
+}
+
+int backlog_append_frame(struct backlog *b, const void *frame, size_t n, uint64_t offset)
+{
+    if (n < JOURNAL_RECORD_OVERHEAD || n > JOURNAL_RECORD_MAX)
+        return 0; /* cannot happen: the journal's frames */
+    unsigned char *p = reserve(b, n, offset);
+    if (p == NULL)
+        return -1;
+    memcpy(p, frame, n);
+    commit(b, n);
     return 0;
 }
 

@@ -27,6 +27,9 @@ void backlog_free(struct backlog *b);
  */
 int backlog_append(struct backlog *b, const struct journal_record *rec, uint64_t offset);
 
+/* As backlog_append, for the record's frame encoded already at offset (n bytes, copied). */
+int backlog_append_frame(struct backlog *b, const void *frame, size_t n, uint64_t offset);
+
 /* True if the record after offset (offset + 1) is held, or offset is the last one. */
 bool backlog_has(const struct backlog *b, uint64_t offset);
 

@@ -624,7 +624,13 @@ static int prop_check(struct server *srv, struct result *res)
     return 0;
 }
 
-static void prop_record(struct server *srv, const struct journal_record *rec, uint64_t offset)
+static bool prop_frames(const struct server *srv)
+{
+    return srv->replication->backlog_on;
+}
+
+static void prop_record(struct server *srv, const struct journal_record *rec, uint64_t offset,
+                        const void *frame, size_t n)
 {
     struct repl *r = srv->replication;
     if (rec->type == JOURNAL_RESTORE) {
@@ -636,7 +642,8 @@ static void prop_record(struct server *srv, const struct journal_record *rec, ui
     }
     if (!r->backlog_on)
         return; /* no replica ever asked: none follows, and the first will sync in full */
-    if (backlog_append(r->backlog, rec, offset) != 0)
+    if ((frame != NULL ? backlog_append_frame(r->backlog, frame, n, offset)
+                       : backlog_append(r->backlog, rec, offset)) != 0)
         log_msg(LOG_ERROR, "replication: out of memory for the backlog: replicas resync in full");
     for (struct repl_feed *f = r->feeds; f != NULL; f = f->next) {
         if (f->cut || f->state != FEED_STREAMING)
@@ -649,16 +656,16 @@ static void prop_record(struct server *srv, const struct journal_record *rec, ui
             continue;
         }
         const void *p;
-        size_t n;
+        size_t len;
         uint64_t last;
-        backlog_read(r->backlog, f->sent, SIZE_MAX, &p, &n, &last);
-        if (n > 0 && f->sink.write(f->sink.conn, p, n))
+        backlog_read(r->backlog, f->sent, SIZE_MAX, &p, &len, &last);
+        if (len > 0 && f->sink.write(f->sink.conn, p, len))
             f->sent = last;
     }
 }
 
 static const struct mutate_propagate propagate = {
-    .check = prop_check, .record = prop_record, .hold = prop_hold};
+    .check = prop_check, .frames = prop_frames, .record = prop_record, .hold = prop_hold};
 
 /* ---- the role ---- */
 

@@ -1,11 +1,11 @@
 /*
  * test_backlog.c - the replication backlog against a naive model: every record's frame kept
- * apart, in order. Records of mixed sizes (up to the largest ADD frame) go in past the
- * capacity many times over, so chunks are dropped and reused; after each, reads from
- * sampled offsets with sampled limits must give exactly the model's frames, at least one
- * and whole ones, and the held records must be a suffix of the stream that covers most of
- * the capacity. Also: a gap in the offsets empties it, clear, the last offset, spare
- * chunks made ahead.
+ * apart, in order. Records of mixed sizes (up to the largest ADD frame), encoded by it or
+ * handed over as frames, go in past the capacity many times over, so chunks are dropped
+ * and reused; after each, reads from sampled offsets with sampled limits must give
+ * exactly the model's frames, at least one and whole ones, and the held records must be a
+ * suffix of the stream that covers most of the capacity. Also: a gap in the offsets
+ * empties it, clear, the last offset, spare chunks made ahead.
  */
 #include <setjmp.h> /* cmocka needs these first */
 #include <stdarg.h>
@@ -170,8 +170,13 @@ static void test_model(void **state)
     size_t appended = 0;
     for (unsigned i = 0; appended < 5 * CAP; i++) {
         struct journal_record r = random_record();
-        assert_int_equal(backlog_append(b, &r, offset), 0);
         model_add(&m, &r, offset);
+        if (i % 2 == 0) /* encoded here, or handed over encoded (the journal's frame) */
+            assert_int_equal(backlog_append(b, &r, offset), 0);
+        else
+            assert_int_equal(
+                backlog_append_frame(b, m.bytes + m.at[m.n - 1], m.at[m.n] - m.at[m.n - 1], offset),
+                0);
         appended += journal_record_size(&r);
         offset++;
         if (i % 997 == 0 || r.nhashes == JOURNAL_MAX_HASHES)
