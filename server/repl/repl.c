@@ -40,10 +40,10 @@
 
 /* A feed writes while its connection holds less than this unsent. */
 #define FEED_WINDOW ((size_t)1 << 20)
-/* Unsent bytes past which a replica is not written to directly: it catches up from the
- * backlog as its output drains, so the connection's buffer stays within a few MiB (kept
- * from pass to pass: net/conn.c's CONN_KEEP_FEED). */
-#define FEED_MAX_UNSENT FEED_WINDOW
+/* Without min_replica_acks, new records go to the replicas once this many bytes of them
+ * wait, or after FEED_DELAY_US: one write, and one wake-up of the replica, per batch. */
+#define FEED_BATCH ((size_t)256 << 10)
+#define FEED_DELAY_US 5000
 
 enum feed_state {
     FEED_SYNCING,   /* sending filters */
@@ -331,7 +331,9 @@ void repl_feed_drained(struct repl_feed *f)
     if (f->cut)
         return;
     if (f->state == FEED_STREAMING) {
-        catch_up(f);
+        /* Up to the last batch: the next one waits for its timer or its size. */
+        if (!f->r->feed_armed || f->sent != f->r->fed)
+            catch_up(f);
         return;
     }
     if (f->encoding)
@@ -624,6 +626,36 @@ static int prop_check(struct server *srv, struct result *res)
     return 0;
 }
 
+/* Sends every up-to-date replica what the backlog holds beyond what it was sent. */
+static void feed_all(struct repl *r)
+{
+    r->unfed = 0;
+    r->fed = r->srv->repl.offset;
+    if (r->feed_armed) {
+        evtimer_del(r->feed_timer);
+        r->feed_armed = false;
+    }
+    for (struct repl_feed *f = r->feeds; f != NULL; f = f->next) {
+        if (f->cut || f->state != FEED_STREAMING)
+            continue;
+        /* Behind (its output full): it catches up from the backlog as its output drains,
+         * unless the backlog lost what it needs (a replica that stopped reading). */
+        if (!backlog_has(r->backlog, f->sent))
+            cut(f, "it fell behind the replication backlog (it will resync in full)");
+        else
+            catch_up(f);
+    }
+}
+
+static void on_feed_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct repl *r = arg;
+    r->feed_armed = false;
+    feed_all(r);
+}
+
 static bool prop_frames(const struct server *srv)
 {
     return srv->replication->backlog_on;
@@ -645,23 +677,19 @@ static void prop_record(struct server *srv, const struct journal_record *rec, ui
     if ((frame != NULL ? backlog_append_frame(r->backlog, frame, n, offset)
                        : backlog_append(r->backlog, rec, offset)) != 0)
         log_msg(LOG_ERROR, "replication: out of memory for the backlog: replicas resync in full");
-    for (struct repl_feed *f = r->feeds; f != NULL; f = f->next) {
-        if (f->cut || f->state != FEED_STREAMING)
-            continue;
-        if (f->sent + 1 != offset || f->sink.unsent(f->sink.conn) >= FEED_MAX_UNSENT) {
-            /* Behind: it catches up from the backlog as its output drains, unless the
-             * backlog lost what it needs (a replica that stopped reading). */
-            if (!backlog_has(r->backlog, f->sent))
-                cut(f, "it fell behind the replication backlog (it will resync in full)");
-            continue;
+    if (r->feeds == NULL)
+        return;
+    r->unfed += frame != NULL ? n : journal_record_size(rec);
+    if (srv->cfg.min_replica_acks == 0 && r->unfed < FEED_BATCH) {
+        if (!r->feed_armed) {
+            struct timeval tv = {.tv_sec = 0, .tv_usec = FEED_DELAY_US};
+            r->feed_armed = evtimer_add(r->feed_timer, &tv) == 0;
+            if (!r->feed_armed)
+                feed_all(r);
         }
-        const void *p;
-        size_t len;
-        uint64_t last;
-        backlog_read(r->backlog, f->sent, SIZE_MAX, &p, &len, &last);
-        if (len > 0 && f->sink.write(f->sink.conn, p, len))
-            f->sent = last;
+        return;
     }
+    feed_all(r);
 }
 
 static const struct mutate_propagate propagate = {
@@ -780,7 +808,11 @@ int repl_start(struct server *srv, struct event_base *base)
 {
     struct repl *r = calloc(1, sizeof *r);
     if (r == NULL || (r->backlog = backlog_new(srv->cfg.replication_backlog)) == NULL ||
-        (r->hold_timer = evtimer_new(base, on_hold_timer, r)) == NULL) {
+        (r->hold_timer = evtimer_new(base, on_hold_timer, r)) == NULL ||
+        (r->feed_timer = evtimer_new(base, on_feed_timer, r)) == NULL) {
+        if (r != NULL && r->hold_timer != NULL)
+            event_free(r->hold_timer);
+        event_free(r->feed_timer);
         if (r != NULL)
             backlog_free(r->backlog);
         free(r);
@@ -819,6 +851,7 @@ void repl_stop(struct server *srv)
     /* Feeds are connections, closed before this (conn_close_all tells repl_feed_closed). */
     mutate_set_propagate(srv, NULL);
     event_free(r->hold_timer);
+    event_free(r->feed_timer);
     backlog_free(r->backlog);
     free(r);
     srv->replication = NULL;
