@@ -1,9 +1,11 @@
 /*
  * repl.c - the primary's side of replication and the role. Every record exec/mutate.c
- * makes enters the backlog and goes to each replica that is up to date, straight into its
- * connection's output; a replica behind (its output full, or catching up after a sync)
- * is fed from the backlog as its output drains, and cut off once the backlog no longer
- * holds what it needs: a slow replica costs the primary its output bound, never more.
+ * makes enters the backlog and goes from there to each replica that is up to date: at
+ * once with min_replica_acks (replies wait for it), else in batches of 256 KiB or 5 ms
+ * (one write and one wake-up of the replica per batch, not per loop pass); a replica
+ * behind (its output full, or catching up after a sync) is fed from the backlog as its
+ * output drains, and cut off once the backlog no longer holds what it needs: a slow
+ * replica costs the primary its output bound, never more.
  *
  * A full sync sends every filter's snapshot encoding, made one filter at a time on the
  * long lane (beside the writer, as snapshots are), counted in the memory budget while
