@@ -48,7 +48,7 @@ start() {
         --durability snapshot "$@" 2>"$dir/log" &
     printf -v "$var" '%s' "$!"
     for ((i = 0; i < 100; i++)); do
-        grep -q "listening on" "$dir/log" && return 0
+        grep -q "listening on" "$dir/log" 2>/dev/null && return 0
         sleep 0.1
     done
     cat "$dir/log" >&2

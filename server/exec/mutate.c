@@ -97,8 +97,15 @@ static void journal(struct server *srv, const struct journal_record *rec, uint64
     if (srv->applying || !recording(srv))
         return;
     uint64_t p;
+    const void *frame = NULL;
+    size_t n = 0;
     if (durable_on(srv)) {
-        if ((p = durable_append(srv, rec)) == 0)
+        /* The journal's frame is the stream's when its positions are the offsets. */
+        if (srv->propagate != NULL && srv->repl.delta == 0 && srv->propagate->frames(srv))
+            p = durable_append_frame(srv, rec, &frame, &n);
+        else
+            p = durable_append(srv, rec);
+        if (p == 0)
             return;
         p += srv->repl.delta;
     } else {
@@ -106,7 +113,7 @@ static void journal(struct server *srv, const struct journal_record *rec, uint64
     }
     srv->repl.offset = p;
     if (srv->propagate != NULL)
-        srv->propagate->record(srv, rec, p);
+        srv->propagate->record(srv, rec, p, frame, n);
     if (pos != NULL)
         *pos = p;
 }
@@ -854,7 +861,7 @@ int mutate_apply_record(struct mutate_stream *st, const struct journal_record *r
         srv->repl.delta = rec->pos - local;
     srv->repl.offset = rec->pos;
     if (srv->propagate != NULL)
-        srv->propagate->record(srv, rec, rec->pos);
+        srv->propagate->record(srv, rec, rec->pos, NULL, 0);
     return rc;
 }
 

@@ -61,11 +61,15 @@ bool mutate_reply(struct server *srv, uint64_t pos, const struct result *res,
  * check() before a change (a read-only replica, too few replicas: res set, -1), record()
  * after each record with its offset, hold() for the reply of a change whose last record
  * is at offset: true when it holds the reply until enough replicas have it (then it
- * hands it on to the journal's hold, or to later).
+ * hands it on to the journal's hold, or to later). record() gets the record's frame at
+ * offset too when frames() said it wants them and the journal made it (its positions
+ * are the offsets), so a record is encoded once; else frame is NULL and n 0.
  */
 struct mutate_propagate {
     int (*check)(struct server *srv, struct result *res);
-    void (*record)(struct server *srv, const struct journal_record *rec, uint64_t offset);
+    bool (*frames)(const struct server *srv);
+    void (*record)(struct server *srv, const struct journal_record *rec, uint64_t offset,
+                   const void *frame, size_t n);
     bool (*hold)(struct server *srv, uint64_t offset, const struct result *res,
                  struct completion *later);
 };

@@ -82,6 +82,7 @@
 #define CONN_AUTH_RATE 20                 /* failed AUTHs answered per second, server-wide */
 #define CONN_AUTH_MAX_WAIT_MS 10000       /* a failure that would wait longer closes at once */
 #define CONN_FEED_LOW ((size_t)256 << 10) /* a replica's stream is refilled below this */
+#define CONN_KEEP_FEED ((size_t)8 << 20)  /* a replica's stream keeps a buffer up to this */
 #define CONN_QUANTUM_BYTES (64 * 1024)    /* input parsed per turn before yielding */
 #define CONN_QUANTUM_KEYS 4096            /* keys executed per turn before yielding */
 #define CONN_SHED_MIN (64 * 1024)         /* a connection holding less is never shed */
@@ -1010,8 +1011,17 @@ static int flush_out(struct conn *c)
 {
     while (c->out.len > c->out_sent) {
         ssize_t n = c->io->ops->write(c->io, c->out.data + c->out_sent, c->out.len - c->out_sent);
-        if (n == CONN_IO_AGAIN)
+        if (n == CONN_IO_AGAIN) {
+            /* A replica's stream is appended to while its socket is full: the unsent rest
+             * moves to the front, so the buffer holds what is unsent, not all since the
+             * last time it drained (each regrowth faulted in fresh pages). */
+            if (c->feed != NULL && c->out_sent >= c->out.len - c->out_sent) {
+                memmove(c->out.data, c->out.data + c->out_sent, c->out.len - c->out_sent);
+                c->out.len -= c->out_sent;
+                c->out_sent = 0;
+            }
             return 0;
+        }
         if (n < 0) {
             log_msg(LOG_DEBUG, "write to %s: %s", c->peer, strerror(errno));
             return -1;
@@ -1019,7 +1029,9 @@ static int flush_out(struct conn *c)
         c->out_sent += (size_t)n;
         c->w->stats.bytes_written += (uint64_t)n;
     }
-    if (c->out.cap > CONN_KEEP_OUT) {
+    /* A replica's stream refills it every pass: freed each time, each new one was a fresh
+     * mapping, a page fault per 4 KiB of the stream. */
+    if (c->out.cap > (c->feed != NULL ? CONN_KEEP_FEED : CONN_KEEP_OUT)) {
         proto_buf_free(&c->out);
         memset(&c->out, 0, sizeof(c->out));
     } else {

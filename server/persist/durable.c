@@ -41,6 +41,8 @@ struct durable {
     bool commit_armed;        /* commit is active for this pass */
     struct held *head, *tail; /* held replies, positions increasing */
     bool failing;             /* an append failed: logged once until one succeeds */
+    unsigned char *frame;     /* durable_append_frame's last frame */
+    size_t frame_cap;
 };
 
 static const char *durability_name(int d)
@@ -178,6 +180,7 @@ void durable_stop(struct server *srv)
         result_free(&h->res);
         free(h);
     }
+    free(d->frame);
     free(d);
     srv->durable = NULL;
 }
@@ -195,11 +198,10 @@ int durable_check(struct server *srv, struct result *res)
     return -1;
 }
 
-static uint64_t append(struct server *srv, const struct journal_record *rec)
+/* After journal_append or journal_append_frame said rc: the position, or 0 (logged). */
+static uint64_t appended(struct server *srv, int rc, uint64_t pos)
 {
     struct durable *d = srv->durable;
-    uint64_t pos = 0;
-    int rc = journal_append(d->j, rec, &pos);
     if (rc != 0) {
         if (!d->failing)
             log_msg(LOG_ERROR,
@@ -217,9 +219,47 @@ static uint64_t append(struct server *srv, const struct journal_record *rec)
     return pos;
 }
 
+static uint64_t append(struct server *srv, const struct journal_record *rec)
+{
+    uint64_t pos = 0;
+    int rc = journal_append(srv->durable->j, rec, &pos);
+    return appended(srv, rc, pos);
+}
+
 uint64_t durable_append(struct server *srv, const struct journal_record *rec)
 {
     return durable_on(srv) ? append(srv, rec) : 0;
+}
+
+uint64_t durable_append_frame(struct server *srv, const struct journal_record *rec,
+                              const void **frame, size_t *n)
+{
+    *frame = NULL;
+    *n = 0;
+    if (!durable_on(srv))
+        return 0;
+    struct durable *d = srv->durable;
+    size_t size = journal_record_size(rec); /* 0: the journal splits it, or refuses it */
+    if (size > d->frame_cap) {
+        size_t cap = size < 64 * 1024 ? 64 * 1024 : size;
+        unsigned char *p = realloc(d->frame, cap);
+        if (p != NULL) {
+            d->frame = p;
+            d->frame_cap = cap;
+        }
+    }
+    if (size == 0 || size > d->frame_cap)
+        return append(srv, rec);
+    long w = journal_record_encode(rec, journal_last_pos(d->j) + 1, d->frame, d->frame_cap);
+    uint64_t pos = 0;
+    int rc = w > 0 ? journal_append_frame(d->j, d->frame, (size_t)w, &pos) : JOURNAL_EINVAL;
+    if (rc == JOURNAL_EINVAL)
+        return append(srv, rec); /* as it always was: journal_append says what is wrong */
+    if ((pos = appended(srv, rc, pos)) != 0) {
+        *frame = d->frame;
+        *n = (size_t)w;
+    }
+    return pos;
 }
 
 bool durable_hold(struct server *srv, uint64_t pos, const struct result *res,

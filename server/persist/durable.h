@@ -63,6 +63,14 @@ int durable_check(struct server *srv, struct result *res);
 uint64_t durable_append(struct server *srv, const struct journal_record *rec);
 
 /*
+ * As durable_append, and *frame, *n: the record's frame as the journal holds it (encoded
+ * once, at its position), valid until the next append; NULL, 0 when the journal did not
+ * take it or took it as several frames (an oversized batch).
+ */
+uint64_t durable_append_frame(struct server *srv, const struct journal_record *rec,
+                              const void **frame, size_t *n);
+
+/*
  * The reply of a write journaled at pos: in mode always with later not NULL, res is
  * copied and held, and later->done() gets it once pos is on disk (or SERVER_ERROR
  * journal: <why> if writing it failed): returns true (the command is pending). Otherwise

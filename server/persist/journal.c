@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/le.h"
 #include "server/core/clock.h"
 #include "server/core/log.h"
 #include "server/persist/setaside.h"
@@ -1571,6 +1572,62 @@ static size_t npieces(const struct journal_record *rec)
     return 1;
 }
 
+/* Room for total more bytes in the pending buffer, under j->mu: 0 or an err. */
+static int reserve_pending(struct journal *j, size_t total)
+{
+    /* The caller checked before mutating; the mutation happened, so record it even if the
+     * disk broke meanwhile (it is retried with the rest). Only a caller that never checks
+     * meets this hard bound. */
+    if ((uint64_t)j->pending.len + j->unsynced + total > 2 * j->max_buffer)
+        return JOURNAL_EBACKLOG;
+    struct buf *b = &j->pending;
+    if (b->len + total > b->cap) {
+        size_t cap = b->cap ? b->cap : 64 * 1024;
+        while (cap < b->len + total)
+            cap *= 2;
+        unsigned char *p = realloc(b->p, cap);
+        if (!p)
+            return JOURNAL_ENOMEM;
+        b->p = p;
+        b->cap = cap;
+    }
+    return 0;
+}
+
+/* After n records of total bytes were buffered, under j->mu. */
+static void appended(struct journal *j, size_t n, size_t total, enum journal_type type,
+                     uint64_t *pos)
+{
+    j->st.records += n;
+    j->st.bytes += total;
+    /* CREATE, DROP, CLEAR, UNION, INTERSECT: rare, and a kill -9 right after DROP's reply
+     * must not bring the filter back, so they go to the kernel at the end of the pass. */
+    if (type != JOURNAL_ADD && type != JOURNAL_ADD_NEW && type != JOURNAL_DELETE &&
+        type != JOURNAL_ROTATE)
+        j->urgent = true;
+    atomic_store(&j->last_pos, j->next_pos - 1);
+    if (pos)
+        *pos = j->next_pos - 1;
+}
+
+int journal_append_frame(struct journal *j, const void *frame, size_t n, uint64_t *pos)
+{
+    const unsigned char *f = frame;
+    if (n < JOURNAL_RECORD_OVERHEAD || n - JOURNAL_RECORD_OVERHEAD != le_get32(f) || f[4] == 0 ||
+        f[4] > JOURNAL_TYPE_LAST)
+        return JOURNAL_EINVAL;
+    pthread_mutex_lock(&j->mu);
+    int rc = le_get64(f + 8) != j->next_pos ? JOURNAL_EINVAL : reserve_pending(j, n);
+    if (rc == 0) {
+        memcpy(j->pending.p + j->pending.len, f, n);
+        j->pending.len += n;
+        j->next_pos++;
+        appended(j, 1, n, (enum journal_type)f[4], pos);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
 int journal_append(struct journal *j, const struct journal_record *rec, uint64_t *pos)
 {
     size_t n = npieces(rec), total = 0;
@@ -1582,42 +1639,16 @@ int journal_append(struct journal *j, const struct journal_record *rec, uint64_t
         total += sz;
     }
     pthread_mutex_lock(&j->mu);
-    int rc = 0;
-    /* The caller checked before mutating; the mutation happened, so record it even if the
-     * disk broke meanwhile (it is retried with the rest). Only a caller that never checks
-     * meets this hard bound. */
-    if ((uint64_t)j->pending.len + j->unsynced + total > 2 * j->max_buffer) {
-        rc = JOURNAL_EBACKLOG;
-        goto done;
-    }
-    struct buf *b = &j->pending;
-    if (b->len + total > b->cap) {
-        size_t cap = b->cap ? b->cap : 64 * 1024;
-        while (cap < b->len + total)
-            cap *= 2;
-        unsigned char *p = realloc(b->p, cap);
-        if (!p) {
-            rc = JOURNAL_ENOMEM;
-            goto done;
+    int rc = reserve_pending(j, total);
+    if (rc == 0) {
+        struct buf *b = &j->pending;
+        for (size_t i = 0; i < n; i++) {
+            struct journal_record p = piece(rec, i);
+            long w = journal_record_encode(&p, j->next_pos++, b->p + b->len, b->cap - b->len);
+            b->len += (size_t)w; /* cannot fail: sized and validated above */
         }
-        b->p = p;
-        b->cap = cap;
+        appended(j, n, total, rec->type, pos);
     }
-    for (size_t i = 0; i < n; i++) {
-        struct journal_record p = piece(rec, i);
-        long w = journal_record_encode(&p, j->next_pos++, b->p + b->len, b->cap - b->len);
-        b->len += (size_t)w; /* cannot fail: sized and validated above */
-    }
-    j->st.records += n;
-    j->st.bytes += total;
-    /* CREATE, DROP, CLEAR, UNION, INTERSECT: rare, and a kill -9 right after DROP's reply
-     * must not bring the filter back, so they go to the kernel at the end of the pass. */
-    if (!journal_record_has_hashes(rec) && rec->type != JOURNAL_ROTATE)
-        j->urgent = true;
-    atomic_store(&j->last_pos, j->next_pos - 1);
-    if (pos)
-        *pos = j->next_pos - 1;
-done:
     pthread_mutex_unlock(&j->mu);
     return rc;
 }

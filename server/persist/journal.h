@@ -150,6 +150,14 @@ int journal_check(const struct journal *j, struct journal_error *err);
 int journal_append(struct journal *j, const struct journal_record *rec, uint64_t *pos);
 
 /*
+ * As journal_append, for one record already encoded (journal_record_encode) at the
+ * position the journal gives next, journal_last_pos() + 1: its n bytes are copied as they
+ * are. JOURNAL_EINVAL, nothing buffered, if frame is not one frame's size or has another
+ * position. For a caller that sends the same frame elsewhere too (replication).
+ */
+int journal_append_frame(struct journal *j, const void *frame, size_t n, uint64_t *pos);
+
+/*
  * End of an event-loop pass: ALWAYS wakes the thread to write and fdatasync everything
  * appended so far as one group (groups that pile up while it syncs share the next
  * fdatasync); EVERYSEC has the thread write(2) them within 10 ms, at once if 256 KiB

@@ -3,7 +3,7 @@
  * framed, checksummed bytes replicas receive (lib/journal_record.h), so that a replica
  * that reconnects with an offset still held resumes from there (a partial resync).
  * Records are dense: the one at offset o follows the one at o - 1. Held in chunks of
- * about BACKLOG_CHUNK bytes, the oldest dropped past the capacity. Loop thread only.
+ * 2 MiB, the oldest reused past the capacity. Loop thread only, unless said otherwise.
  */
 #ifndef BLOOMD_SERVER_REPL_BACKLOG_H
 #define BLOOMD_SERVER_REPL_BACKLOG_H
@@ -27,6 +27,9 @@ void backlog_free(struct backlog *b);
  */
 int backlog_append(struct backlog *b, const struct journal_record *rec, uint64_t offset);
 
+/* As backlog_append, for the record's frame encoded already at offset (n bytes, copied). */
+int backlog_append_frame(struct backlog *b, const void *frame, size_t n, uint64_t offset);
+
 /* True if the record after offset (offset + 1) is held, or offset is the last one. */
 bool backlog_has(const struct backlog *b, uint64_t offset);
 
@@ -38,6 +41,20 @@ bool backlog_has(const struct backlog *b, uint64_t offset);
  */
 void backlog_read(const struct backlog *b, uint64_t offset, size_t max, const void **p, size_t *n,
                   uint64_t *last);
+
+/*
+ * Spare chunks: memory made ready ahead, off the loop, so that filling the backlog takes
+ * no page faults on it (the first 64 MiB of a stream would otherwise fault in every page
+ * of it while clients wait). backlog_spares_wanted (loop): the bytes to make, up to the
+ * capacity or 64 MiB; backlog_spares_make (any thread): that many, NULL if none could be
+ * made; backlog_spares_adopt (loop) takes them over, freeing what no longer fits;
+ * backlog_spares_free frees ones never adopted (NULL does nothing).
+ */
+struct backlog_spares;
+size_t backlog_spares_wanted(const struct backlog *b);
+struct backlog_spares *backlog_spares_make(size_t bytes);
+void backlog_spares_adopt(struct backlog *b, struct backlog_spares *s);
+void backlog_spares_free(struct backlog_spares *s);
 
 /* Empties the backlog: replicas behind resync in full. */
 void backlog_clear(struct backlog *b);

@@ -30,6 +30,10 @@ struct repl {
     struct repl_feed *feeds;            /* replicas connected to this server */
     struct repl_held *held, *held_tail; /* replies waiting for acknowledgements */
     struct event *hold_timer;           /* the oldest held reply's deadline */
+    struct event *feed_timer;           /* sends the records not yet fed (repl.c) */
+    bool feed_armed;                    /* feed_timer is pending */
+    size_t unfed;                       /* bytes of records appended since the last feed */
+    uint64_t fed;                       /* the offset the last feed sent up to */
     struct repl_link *link;             /* the link to this server's primary; NULL on a primary */
     bool rejoin; /* its own filters go to its primary before the next full sync (rejoin.c):
                     set when a primary becomes a replica, cleared once they were sent */

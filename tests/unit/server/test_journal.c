@@ -1553,6 +1553,45 @@ static void test_backlog(void **state)
     close_ok(j);
 }
 
+/* journal_append_frame: frames encoded at the next position go in as they are, between
+ * ordinary appends, with the same stats and urgency; a frame of another position or
+ * size is refused and buffers nothing. */
+static void test_append_frame(void **state)
+{
+    struct fixture *fx = *state;
+    struct journal *j = open_manual(fx, NULL);
+    struct journal_error err;
+    assert_int_equal(append_samples(j, 0, 10), 10);
+    for (size_t i = 10; i < 30; i++) {
+        struct journal_record r = sample(i);
+        struct kept k = encode(&r, journal_last_pos(j) + 1);
+        uint64_t pos = 0;
+        if (i % 5 == 0) { /* a wrong position, a torn size: refused */
+            struct kept w = encode(&r, journal_last_pos(j) + 2);
+            assert_int_equal(journal_append_frame(j, w.bytes, w.len, &pos), JOURNAL_EINVAL);
+            free(w.bytes);
+            assert_int_equal(journal_append_frame(j, k.bytes, k.len - 1, &pos), JOURNAL_EINVAL);
+            assert_int_equal(journal_append_frame(j, k.bytes, 3, &pos), JOURNAL_EINVAL);
+            assert_int_equal(journal_last_pos(j), i);
+        }
+        assert_int_equal(journal_append_frame(j, k.bytes, k.len, &pos), 0);
+        assert_int_equal(pos, i + 1);
+        free(k.bytes);
+    }
+    assert_int_equal(append_samples(j, 30, 10), 40);
+    struct journal_stats st;
+    journal_stats(j, &st);
+    assert_int_equal(st.records, 40);
+    assert_int_equal(journal_sync(j, NULL, &err), 0);
+    close_ok(j);
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, 40);
+    for (size_t i = 0; i < 40; i++)
+        assert_is_sample(&fx->got[i], i, i + 1);
+    assert_int_equal(rep.torn + rep.damaged + rep.skipped, 0);
+}
+
 int main(void)
 {
     init_hashes();
@@ -1583,6 +1622,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fsync_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsize_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backlog, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_frame, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
