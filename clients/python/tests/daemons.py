@@ -30,6 +30,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+TEST_SEED = 0x5EED0FB100D5EED5
+
+
 class Daemon:
     """One bloomd process; start() and stop() may be repeated (same data dir)."""
 
@@ -49,6 +52,13 @@ class Daemon:
             pytest.fail("no daemon at %s: run `make build/asan/bloomd` or set BLOOMD_BIN"
                         % BLOOMD_BIN)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        seed = self.data_dir / "SEED"
+        if not seed.exists() and os.environ.get("BLOOMD_TEST_SEED") != "random":
+            # A fixed hash secret, so each run's false positives are the same (as in
+            # tests/integration/conftest.py; BLOOMD_TEST_SEED=random turns it off).
+            fd = os.open(seed, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write("%016x\n" % TEST_SEED)
         offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
