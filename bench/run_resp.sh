@@ -4,7 +4,8 @@
 # BF.MADD of 100 items vs CHECKADD of 100 keys per line, and one-key BF.ADD vs CHECKADD,
 # each row on a fresh daemon. Reports keys/s, p99 and the server's CPU time per key
 # (utime+stime from /proc, so the client's share of the 2 shared cores does not count),
-# the RESP/text ratios, a RedisBloom BF.MADD row when a module is at hand
+# the RESP/text ratios (medians over BENCH_ROUNDS interleaved rounds, default 3), a
+# RedisBloom BF.MADD row when a module is at hand
 # (BENCH_REDISBLOOM=/path/redisbloom.so; skipped otherwise), and redis-benchmark's BF.ADD
 # figure. Knobs (environment): BENCH_KEYS, BENCH_BATCH, BENCH_CONNS, BENCH_SECONDS.
 set -euo pipefail
@@ -39,7 +40,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # start: a fresh daemon with the text and RESP listeners; sets PID, TPORT, RPORT.
 start() {
-    local dir="$TMP/d$1" i
+    local dir="$TMP/d$1.round${ROUND:-0}" i
     mkdir -p "$dir"
     TPORT=$(free_port)
     RPORT=$(free_port)
@@ -69,6 +70,7 @@ resp_cmd() {
 }
 
 ROWS=()
+ROUND=0
 # row LABEL PORTVAR LOADGEN-ARGS...: loadgen against the fresh daemon, server CPU around it.
 row() {
     local label=$1 portvar=$2 out rc=0 t0 t1
@@ -81,51 +83,61 @@ row() {
     local res
     res=$(printf '%s\n' "$out" | grep '^result ' || true)
     [ "$rc" -eq 0 ] && [ -n "$res" ] || echo "run_resp.sh: $label: loadgen failed (exit $rc)" >&2
-    ROWS+=("$label|$res cpu_ticks=$((t1 - t0)) rc=$rc")
+    ROWS+=("$label|$ROUND|$res cpu_ticks=$((t1 - t0)) rc=$rc")
 }
 
-echo "== text CHECKADD $BATCH keys/line" >&2
-start 0
-row "text CHECKADD $BATCH keys/line" TPORT --proto bloomd --command CHECKADD --batch "$BATCH" \
-    --depth "$BATCH_DEPTH" --name t --create "capacity=$CAPACITY error=$ERROR"
-cleanup
-
-echo "== RESP BF.MADD $BATCH items" >&2
-start 1
-[ "$(resp_cmd "$RPORT" BF.RESERVE r "$ERROR" "$CAPACITY")" = "+OK" ] ||
-    { echo "run_resp.sh: BF.RESERVE failed" >&2; exit 1; }
-row "RESP BF.MADD $BATCH items" RPORT --proto redis --command BF.MADD --batch "$BATCH" \
-    --depth "$BATCH_DEPTH" --name r
-cleanup
-
-echo "== text CHECKADD 1 key, pipelined" >&2
-start 2
-row "text CHECKADD 1 key, pipelined" TPORT --proto bloomd --command CHECKADD --batch 1 \
-    --depth "$DEPTH" --name t --create "capacity=$CAPACITY error=$ERROR"
-cleanup
-
-echo "== RESP BF.ADD 1 item, pipelined" >&2
-start 3
-resp_cmd "$RPORT" BF.RESERVE r "$ERROR" "$CAPACITY" >/dev/null
-row "RESP BF.ADD 1 item, pipelined" RPORT --proto redis --command BF.ADD --batch 1 \
-    --depth "$DEPTH" --name r
-cleanup
-
 MODULE=${BENCH_REDISBLOOM:-}
-if [ -n "$MODULE" ] && [ -r "$MODULE" ] && command -v redis-server >/dev/null; then
-    echo "== RedisBloom BF.MADD $BATCH items" >&2
-    RPORT=$(free_port)
-    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
-        --loadmodule "$MODULE" >"$TMP/redis.log" 2>&1 &
-    PID=$!
-    sleep 1
-    resp_cmd "$RPORT" BF.RESERVE r "$ERROR" "$CAPACITY" >/dev/null
-    row "RedisBloom BF.MADD $BATCH items" RPORT --proto redis --command BF.MADD \
-        --batch "$BATCH" --depth "$BATCH_DEPTH" --name r
-    cleanup
-else
-    echo "== RedisBloom row skipped: set BENCH_REDISBLOOM to a redisbloom.so (none here)" >&2
+if [ -n "$MODULE" ] && { [ ! -r "$MODULE" ] || ! command -v redis-server >/dev/null; }; then
+    echo "run_resp.sh: BENCH_REDISBLOOM=$MODULE unreadable or no redis-server: row skipped" >&2
+    MODULE=
 fi
+
+# The rows of one round, text and RESP alternating, each on a fresh daemon; the ratios are
+# taken within a round, and their median over the rounds is reported (one run of each row
+# lasts about a second here: a single run's ratio swings with whatever else is running).
+ROUNDS=${BENCH_ROUNDS:-3}
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+    echo "== round $ROUND of $ROUNDS: text CHECKADD $BATCH keys/line" >&2
+    start 0
+    row "text CHECKADD $BATCH keys/line" TPORT --proto bloomd --command CHECKADD \
+        --batch "$BATCH" --depth "$BATCH_DEPTH" --name t --create "capacity=$CAPACITY error=$ERROR"
+    cleanup
+
+    echo "== round $ROUND of $ROUNDS: RESP BF.MADD $BATCH items" >&2
+    start 1
+    [ "$(resp_cmd "$RPORT" BF.RESERVE r "$ERROR" "$CAPACITY")" = "+OK" ] ||
+        { echo "run_resp.sh: BF.RESERVE failed" >&2; exit 1; }
+    row "RESP BF.MADD $BATCH items" RPORT --proto redis --command BF.MADD --batch "$BATCH" \
+        --depth "$BATCH_DEPTH" --name r
+    cleanup
+
+    echo "== round $ROUND of $ROUNDS: text CHECKADD 1 key, pipelined" >&2
+    start 2
+    row "text CHECKADD 1 key, pipelined" TPORT --proto bloomd --command CHECKADD --batch 1 \
+        --depth "$DEPTH" --name t --create "capacity=$CAPACITY error=$ERROR"
+    cleanup
+
+    echo "== round $ROUND of $ROUNDS: RESP BF.ADD 1 item, pipelined" >&2
+    start 3
+    resp_cmd "$RPORT" BF.RESERVE r "$ERROR" "$CAPACITY" >/dev/null
+    row "RESP BF.ADD 1 item, pipelined" RPORT --proto redis --command BF.ADD --batch 1 \
+        --depth "$DEPTH" --name r
+    cleanup
+
+    if [ -n "$MODULE" ]; then
+        echo "== round $ROUND of $ROUNDS: RedisBloom BF.MADD $BATCH items" >&2
+        RPORT=$(free_port)
+        redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
+            --loadmodule "$MODULE" >"$TMP/redis.log" 2>&1 &
+        PID=$!
+        sleep 1
+        resp_cmd "$RPORT" BF.RESERVE r "$ERROR" "$CAPACITY" >/dev/null
+        row "RedisBloom BF.MADD $BATCH items" RPORT --proto redis --command BF.MADD \
+            --batch "$BATCH" --depth "$BATCH_DEPTH" --name r
+        cleanup
+    fi
+done
+[ -n "$MODULE" ] || echo "== RedisBloom row skipped: set BENCH_REDISBLOOM to a redisbloom.so (none here)" >&2
 
 BENCHMARK=
 if command -v redis-benchmark >/dev/null; then
@@ -138,27 +150,50 @@ fi
 
 echo
 echo "bench-resp: $KEYS distinct 16-byte keys, 0.2 repeats, $CONNS connections;" \
-    "filters capacity=$CAPACITY error=$ERROR; $(nproc) CPUs shared by client and server"
-printf '%s\n' "${ROWS[@]}" | awk -v tick="$TICK" '{ line[++n] = $0 }
+    "filters capacity=$CAPACITY error=$ERROR; $ROUNDS rounds, medians;" \
+    "$(nproc) CPUs shared by client and server"
+printf '%s\n' "${ROWS[@]}" | awk -v tick="$TICK" '
+function median(a, n,    i, j, t) {
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return n == 0 ? 0 : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2)
+}
+# ratio_of(A, B): the median over rounds of row B / row A (keys/s, or CPU if cpu is set).
+function ratio_of(A, B, usecpu,    r, k, x) {
+    k = 0; delete x
+    for (r = 1; r <= rounds; r++)
+        if (((A, r) in kps) && ((B, r) in kps) && kps[A, r] > 0 && kps[B, r] > 0)
+            x[++k] = usecpu ? (cpu[A, r] > 0 ? cpu[B, r] / cpu[A, r] : 0) : kps[B, r] / kps[A, r]
+    return median(x, k)
+}
+{
+    split($0, lr, "|"); lab = lr[1]; r = lr[2] + 0; if (r > rounds) rounds = r
+    if (!(lab in seen)) { seen[lab] = ++n; label[n] = lab }
+    i = seen[lab]
+    m = split(lr[3], kv, " "); delete f
+    for (j = 1; j <= m; j++) { p = index(kv[j], "="); if (p) f[substr(kv[j], 1, p - 1)] = substr(kv[j], p + 1) }
+    if (!("keys_per_s" in f) || f["rc"] != 0) { failed[i] = 1; next }
+    kps[i, r] = f["keys_per_s"]; cpu[i, r] = f["ops"] > 0 ? f["cpu_ticks"] / tick * 1e6 / f["ops"] : 0
+    p99[i, r] = f["p99_us"]; fp[i, r] = f["fp_rate"] * 100
+}
 END {
-    printf "%-34s %12s %10s %14s %8s\n", "row", "keys/s", "p99 us", "server us/key", "fp %"
+    printf "%-34s %12s %10s %14s %8s\n", "row (median of rounds)", "keys/s", "p99 us", "server us/key", "fp %"
     for (i = 1; i <= n; i++) {
-        split(line[i], lr, "|"); label[i] = lr[1]
-        m = split(lr[2], kv, " "); delete f
-        for (j = 1; j <= m; j++) { p = index(kv[j], "="); if (p) f[substr(kv[j], 1, p - 1)] = substr(kv[j], p + 1) }
-        if (!("keys_per_s" in f) || f["rc"] != 0) { printf "%-34s %12s\n", label[i], "FAILED"; continue }
-        kps[i] = f["keys_per_s"]; cpu[i] = f["ops"] > 0 ? f["cpu_ticks"] / tick * 1e6 / f["ops"] : 0
-        printf "%-34s %12.0f %10.1f %14.3f %8.3f\n", label[i], kps[i], f["p99_us"], cpu[i], f["fp_rate"] * 100
+        k = 0; delete a; delete b; delete c; delete d
+        for (r = 1; r <= rounds; r++) if ((i, r) in kps) { k++; a[k] = kps[i, r]; b[k] = p99[i, r]; c[k] = cpu[i, r]; d[k] = fp[i, r] }
+        if (k == 0 || failed[i]) { printf "%-34s %12s\n", label[i], "FAILED"; continue }
+        printf "%-34s %12.0f %10.1f %14.3f %8.3f\n", label[i], median(a, k), median(b, k), median(c, k), median(d, k)
     }
-    if (kps[1] > 0 && kps[2] > 0)
-        printf "BF.MADD/CHECKADD (%s): throughput %.2fx, server CPU per key %.2fx\n", "batched", kps[2] / kps[1], (cpu[1] > 0 ? cpu[2] / cpu[1] : 0)
-    if (kps[3] > 0 && kps[4] > 0)
-        printf "BF.ADD/CHECKADD (one key): throughput %.2fx, server CPU per key %.2fx\n", kps[4] / kps[3], (cpu[3] > 0 ? cpu[4] / cpu[3] : 0)
-    if (n >= 5 && kps[5] > 0 && kps[2] > 0)
-        printf "bloomd BF.MADD / RedisBloom BF.MADD: throughput %.2fx\n", kps[2] / kps[5]
-    printf "RATIO %.4f\n", (kps[1] > 0 ? kps[2] / kps[1] : 0)
+    printf "BF.MADD/CHECKADD (batched): throughput %.2fx, server CPU per key %.2fx\n", ratio_of(1, 2, 0), ratio_of(1, 2, 1)
+    printf "BF.ADD/CHECKADD (one key): throughput %.2fx, server CPU per key %.2fx\n", ratio_of(3, 4, 0), ratio_of(3, 4, 1)
+    if (n >= 5)
+        printf "bloomd BF.MADD / RedisBloom BF.MADD: throughput %.2fx; RedisBloom server CPU per key %.2fx bloomd'"'"'s\n", ratio_of(5, 2, 0), ratio_of(2, 5, 1)
+    printf "RATIO %.4f\n", ratio_of(1, 2, 0)
+    if (n >= 5)
+        printf "RB_RATIO %.4f\n", ratio_of(5, 2, 0)
 }' | tee "$TMP/table"
 [ -n "$BENCHMARK" ] && echo "redis-benchmark -P 16 BF.ADD f __rand_int__: $BENCHMARK"
 ratio=$(sed -n 's/^RATIO //p' "$TMP/table")
 target "RESP BF.MADD / text CHECKADD keys/s" "$ratio" ">=" 0.9
+rb_ratio=$(sed -n 's/^RB_RATIO //p' "$TMP/table")
+[ -z "$rb_ratio" ] || target "bloomd BF.MADD / RedisBloom BF.MADD keys/s" "$rb_ratio" ">=" 3
 bench_exit
