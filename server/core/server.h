@@ -58,6 +58,7 @@ struct server_repl {
     unsigned connected;      /* replicas following this server's stream */
     uint64_t full_syncs;     /* full syncs this server served */
     uint64_t partial_syncs;  /* partial resyncs this server served */
+    uint64_t from_journal;   /* of them, those begun from the journal's segments */
     enum server_link link;   /* a replica's link to its primary */
     uint64_t primary_offset; /* a replica: the primary's offset last heard of */
     uint64_t delta;          /* offset minus journal position: a replica's journal began in

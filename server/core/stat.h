@@ -186,6 +186,10 @@ enum stat_prom {
     X(REPLICATION_PARTIAL_SYNCS, "replication_partial_syncs", STAT_U64, STAT_SRC_REPL, NULL,       \
       STAT_PROM_COUNTER, "bloomd_replication_partial_syncs_total", 1, NULL,                        \
       "Partial resyncs this server served from its backlog.")                                      \
+    X(REPLICATION_JOURNAL_RESYNCS, "replication_journal_resyncs", STAT_U64, STAT_SRC_REPL, NULL,   \
+      STAT_PROM_COUNTER, "bloomd_replication_journal_resyncs_total", 1, NULL,                      \
+      "Of the partial resyncs, those that began older than the in-memory backlog, read back "      \
+      "from the journal's segments.")                                                              \
     X(PRIMARY_LINK, "primary_link", STAT_STR, STAT_SRC_REPL, NULL, STAT_PROM_INFO,                 \
       "bloomd_primary_link_info", 1, "link",                                                       \
       "1, labelled with a replica's link to its primary: up, sync, down (none on a primary).")     \

@@ -132,6 +132,7 @@ static void replication(const struct server *srv, struct stat_values *out)
     stat_set_u64(out, STAT_CONNECTED_REPLICAS, r->connected);
     stat_set_u64(out, STAT_REPLICATION_FULL_SYNCS, r->full_syncs);
     stat_set_u64(out, STAT_REPLICATION_PARTIAL_SYNCS, r->partial_syncs);
+    stat_set_u64(out, STAT_REPLICATION_JOURNAL_RESYNCS, r->from_journal);
     stat_set_str(out, STAT_PRIMARY_LINK, replica ? links[r->link] : "none");
     stat_set_u64(out, STAT_REPLICATION_LAG_RECORDS,
                  replica && r->primary_offset > r->offset ? r->primary_offset - r->offset : 0);

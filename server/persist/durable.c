@@ -324,6 +324,11 @@ void durable_truncate(struct server *srv, uint64_t covered)
         log_msg(LOG_DEBUG, "journal: removed %u segments covered by snapshots", removed);
 }
 
+const struct journal *durable_journal(const struct server *srv)
+{
+    return durable_on(srv) ? srv->durable->j : NULL;
+}
+
 void durable_visit(const struct server *srv, struct stat_values *out)
 {
     struct journal_stats js;

@@ -79,6 +79,10 @@ uint64_t durable_append_frame(struct server *srv, const struct journal_record *r
 bool durable_hold(struct server *srv, uint64_t pos, const struct result *res,
                   struct completion *later);
 
+/* The journal, for its queries and reading it back (replication); NULL when off. */
+struct journal;
+const struct journal *durable_journal(const struct server *srv);
+
 /* The position the next snapshot covers (every record appended so far). */
 uint64_t durable_last_pos(const struct server *srv);
 

@@ -95,6 +95,7 @@ struct journal {
     _Atomic uint64_t last_pos;    /* of the last appended record */
     _Atomic uint64_t durable_pos; /* every record <= it is on disk */
     _Atomic uint64_t seg_current; /* first position (name) of the segment being written */
+    _Atomic uint64_t first_pos;   /* the first position the segments hold */
 
     /* Flusher only: */
     struct buf wbuf;     /* taken from pending, not yet durable */
@@ -180,6 +181,10 @@ const char *journal_strerror(int err)
         return "stopped by the caller";
     case JOURNAL_EMODE:
         return "not in manual mode";
+    case JOURNAL_EGONE:
+        return "the record is no longer in the journal";
+    case JOURNAL_EDAMAGED:
+        return "damaged record, or a record missing";
     }
     return "unknown error";
 }
@@ -1377,6 +1382,7 @@ static int find_next_pos(struct journal *j, uint64_t min_pos, uint64_t *next,
         return rc;
     uint64_t v = min_pos < UINT64_MAX ? min_pos + 1 : min_pos;
     if (n > 0) {
+        atomic_store(&j->first_pos, segs[0].first);
         const struct seg *s = &segs[n - 1];
         if (s->first > v)
             v = s->first;
@@ -1400,6 +1406,8 @@ static int find_next_pos(struct journal *j, uint64_t min_pos, uint64_t *next,
         reader_destroy(&r);
     }
     free(segs);
+    if (n == 0)
+        atomic_store(&j->first_pos, v);
     *next = v;
     return rc;
 }
@@ -1744,6 +1752,8 @@ int journal_truncate_before(struct journal *j, uint64_t pos, unsigned *removed,
         /* Segment i holds positions below segment i+1's first. */
         if (segs[i].first >= current || pos == UINT64_MAX || segs[i + 1].first > pos + 1)
             break;
+        /* First, so that a reader told the records are there finds them (or a gone one). */
+        atomic_store(&j->first_pos, segs[i + 1].first);
         if (unlinkat(j->dirfd, segs[i].name, 0) != 0 && errno != ENOENT)
             rc = fail_seg(err, JOURNAL_STEP_UNLINK, errno, segs[i].name);
         else
@@ -1755,6 +1765,138 @@ int journal_truncate_before(struct journal *j, uint64_t pos, unsigned *removed,
     if (removed)
         *removed += count;
     return rc;
+}
+
+uint64_t journal_first_pos(const struct journal *j)
+{
+    return atomic_load(&((struct journal *)j)->first_pos);
+}
+
+/* ---- reading back ---- */
+
+/* The first position of the segment holding pos (the last one whose first is <= pos). */
+static int find_segment(int dirfd, uint64_t pos, uint64_t *first, struct journal_error *err)
+{
+    struct seg *segs = NULL;
+    size_t n = 0;
+    int rc = list_segments(dirfd, &segs, &n, NULL, NULL, err);
+    if (rc != 0)
+        return rc;
+    rc = fail(err, JOURNAL_EGONE, JOURNAL_STEP_SCAN, 0, NULL);
+    for (size_t i = n; i-- > 0;)
+        if (segs[i].first <= pos) {
+            *first = segs[i].first;
+            rc = 0;
+            break;
+        }
+    free(segs);
+    return rc;
+}
+
+static int damaged(struct journal_error *err, const char *name)
+{
+    char path[JOURNAL_FILE_MAX];
+    snprintf(path, sizeof path, JOURNAL_SUBDIR "/%s", name);
+    return fail(err, JOURNAL_EDAMAGED, JOURNAL_STEP_READ, 0, path);
+}
+
+/*
+ * Segments are read with pread(2) straight into out, frames checked in place and the ones
+ * before c->next (a cursor that starts at a segment's beginning) squeezed out. A segment
+ * ends at its end of file, or where zeros begin (a spare's unused end): the next one must
+ * then start at c->next. Positions dense, every frame decoded: a hole, or a torn or
+ * damaged frame before upto, is never handed on.
+ */
+int journal_read_frames(const char *data_dir, struct journal_cursor *c, uint64_t upto, void *outv,
+                        size_t cap, size_t *n, struct journal_scratch *scratch,
+                        struct journal_error *err)
+{
+    unsigned char *out = outv;
+    char path[JOURNAL_FILE_MAX], name[SEG_NAME_LEN + 1];
+    size_t len = 0;
+    int fd = -1, rc = 0;
+    *n = 0;
+    if (c->next > upto)
+        return 0;
+    if (cap < JOURNAL_RECORD_MAX || c->next == 0)
+        return fail(err, JOURNAL_EINVAL, JOURNAL_STEP_READ, 0, NULL);
+    snprintf(path, sizeof path, "%s/" JOURNAL_SUBDIR, data_dir);
+    int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return fail(err, errno == ENOENT ? JOURNAL_EGONE : JOURNAL_ESYS, JOURNAL_STEP_OPENDIR,
+                    errno, path);
+    while (c->next <= upto && cap - len >= JOURNAL_RECORD_MAX) {
+        if (fd < 0) {
+            if (c->seg == 0) {
+                if ((rc = find_segment(dirfd, c->next, &c->seg, err)) != 0)
+                    break;
+                c->off = 0;
+            }
+            seg_name(name, c->seg);
+            fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+            if (fd < 0) {
+                int e = errno;
+                rc = fail_seg(err, JOURNAL_STEP_OPEN, e, name);
+                if (e == ENOENT) /* truncated since it was found */
+                    rc = err != NULL ? (err->code = JOURNAL_EGONE) : JOURNAL_EGONE;
+                break;
+            }
+        }
+        ssize_t got = pread(fd, out + len, cap - len, (off_t)c->off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            rc = fail_seg(err, JOURNAL_STEP_READ, errno, name);
+            break;
+        }
+        size_t src = len, end = len + (size_t)got;
+        long k = 0;
+        struct journal_record rec;
+        while (c->next <= upto &&
+               (k = journal_record_decode(out + src, end - src, scratch, &rec)) > 0) {
+            if (rec.pos > c->next)
+                break; /* one missing */
+            if (rec.pos == c->next) {
+                memmove(out + len, out + src, (size_t)k);
+                len += (size_t)k;
+                c->next++;
+            }
+            src += (size_t)k;
+            c->off += (uint64_t)k;
+        }
+        if (c->next > upto)
+            break;
+        if (k > 0) {
+            rc = damaged(err, name);
+            break;
+        }
+        if (k == JOURNAL_RECORD_PARTIAL && end == cap)
+            continue; /* the next frame did not fit in the room left: read from it */
+        /* The end of the file, or bytes that are not a frame: the segment's end if only
+         * zeros follow and the next segment starts at c->next. */
+        uint64_t first = 0;
+        if (!all_zero(out + src, end - src)) {
+            rc = damaged(err, name);
+            break;
+        }
+        if ((rc = find_segment(dirfd, c->next, &first, err)) != 0)
+            break;
+        if (first != c->next || first == c->seg) { /* this one should have held it */
+            rc = damaged(err, name);
+            break;
+        }
+        close(fd);
+        fd = -1;
+        c->seg = first;
+        c->off = 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    close(dirfd);
+    if (rc != 0)
+        return rc;
+    *n = len;
+    return 0;
 }
 
 void journal_stats(const struct journal *j, struct journal_stats *out)

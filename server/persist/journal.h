@@ -40,6 +40,8 @@ enum journal_err {
     JOURNAL_ENOMEM = -5,   /* the append buffer could not grow */
     JOURNAL_ECALLER = -6,  /* replay: the apply callback returned non-zero */
     JOURNAL_EMODE = -7,    /* journal_write/journal_sync outside JOURNAL_MODE_MANUAL */
+    JOURNAL_EGONE = -8,    /* read: the record asked for is in no segment (truncated) */
+    JOURNAL_EDAMAGED = -9, /* read: a frame does not check, or the positions skip one */
 };
 
 /* Which step failed: the first words of a journal_format() message. */
@@ -207,6 +209,37 @@ size_t journal_poll(struct journal *j, journal_event_fn fn, void *ctx);
  */
 int journal_truncate_before(struct journal *j, uint64_t pos, unsigned *removed,
                             struct journal_error *err);
+
+/*
+ * The first position the segments hold: every record from it to journal_durable_pos() is
+ * on disk (records below it were truncated). Any thread.
+ */
+uint64_t journal_first_pos(const struct journal *j);
+
+/* ---- reading back (replication) ---- */
+
+/* Where journal_read_frames goes on from; set next and zero the rest to start anywhere. */
+struct journal_cursor {
+    uint64_t next; /* position of the next frame wanted (> 0) */
+    uint64_t seg;  /* first position (name) of the segment holding it; 0: look it up */
+    uint64_t off;  /* its byte offset in that segment, when seg is not 0 */
+};
+
+/*
+ * Reads the frames of positions c->next .. upto from the segments of <data_dir>/journal,
+ * byte for byte as they are on disk, into out[0, cap) (cap >= JOURNAL_RECORD_MAX): whole
+ * frames, positions dense from c->next, at least one; it stops once less than
+ * JOURNAL_RECORD_MAX of room is left, or at upto. Changes no file (unlike
+ * journal_replay, it repairs nothing), so it may run on any thread beside the journal's
+ * writer, provided upto <= journal_durable_pos() (bytes past that may be half written).
+ * scratch: the caller's, for decoding. Returns 0 with *n bytes (0 when c->next > upto)
+ * and c moved past them; else *n is 0 and: JOURNAL_EGONE if position c->next is in no
+ * segment (truncated), JOURNAL_EDAMAGED if a frame does not check or the positions skip
+ * (*err names the segment), JOURNAL_ESYS with *err filled.
+ */
+int journal_read_frames(const char *data_dir, struct journal_cursor *c, uint64_t upto, void *out,
+                        size_t cap, size_t *n, struct journal_scratch *scratch,
+                        struct journal_error *err);
 
 /* Figures for STATS, since journal_open. */
 struct journal_stats {

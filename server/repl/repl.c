@@ -7,6 +7,12 @@
  * output drains, and cut off once the backlog no longer holds what it needs: a slow
  * replica costs the primary its output bound, never more.
  *
+ * Where the journal runs, its segments are the backlog's older part: a replica whose
+ * offset the ring no longer holds, but the journal's segments do, is fed from them, read
+ * back on the long lane FEED_READ bytes at a time (in the budget while held), until it
+ * reaches the ring. A read that fails, or finds a record damaged, missing or truncated
+ * away, cuts the feed (the replica resyncs in full): no gap is ever sent.
+ *
  * A full sync sends every filter's snapshot encoding, made one filter at a time on the
  * long lane (beside the writer, as snapshots are), counted in the memory budget while
  * held, then the records after the sync's offset from the backlog.
@@ -36,6 +42,7 @@
 #include "server/core/server.h"
 #include "server/exec/mutate.h"
 #include "server/persist/durable.h"
+#include "server/persist/journal.h"
 #include "server/repl/backlog.h"
 #include "server/repl/repl_internal.h"
 #include "server/store/offload.h"
@@ -47,6 +54,11 @@
  * wait, or after FEED_DELAY_US: one write, and one wake-up of the replica, per batch. */
 #define FEED_BATCH ((size_t)256 << 10)
 #define FEED_DELAY_US 5000
+/* Bytes of frames one job reads back from the journal for a replica behind the ring. */
+#define FEED_READ ((size_t)4 << 20)
+/* A replica behind the ring waits this long for the journal's disk to hold what it needs
+ * (under everysec the newest records are written before they are synced). */
+#define FEED_RETRY_US 20000
 
 enum feed_state {
     FEED_SYNCING,   /* sending filters */
@@ -70,6 +82,10 @@ struct repl_feed {
     bool encoding;      /* a job is encoding filters[next] */
     uint64_t size_hint; /* the bytes the last try at filters[next] needed, or 0 */
     bool orphaned;      /* the connection closed while the job ran: done() frees */
+    /* behind the ring: read back from the journal */
+    bool reading;               /* a job reads the journal for it */
+    struct journal_cursor jcur; /* where the last read ended (jcur.next: a position) */
+    struct event *retry;        /* waiting for the journal's disk; NULL until needed */
 };
 
 struct repl_held {
@@ -195,19 +211,25 @@ static void cut(struct repl_feed *f, const char *why)
     f->sink.close(f->sink.conn, why);
 }
 
+static void journal_forget(struct repl *r);
+
 void repl_close_feeds(struct repl *r, const char *why)
 {
+    journal_forget(r);
     for (struct repl_feed *f = r->feeds; f != NULL; f = f->next)
         cut(f, why);
 }
+
+static void journal_catch_up(struct repl_feed *f);
 
 /* Sends records from the backlog while the connection has room. */
 static void catch_up(struct repl_feed *f)
 {
     struct repl *r = f->r;
-    while (!f->cut && f->sent < r->srv->repl.offset && f->sink.unsent(f->sink.conn) < FEED_WINDOW) {
+    while (!f->cut && !f->reading && f->sent < r->srv->repl.offset &&
+           f->sink.unsent(f->sink.conn) < FEED_WINDOW) {
         if (!backlog_has(r->backlog, f->sent)) {
-            cut(f, "it fell behind the replication backlog (it will resync in full)");
+            journal_catch_up(f);
             return;
         }
         const void *p;
@@ -218,6 +240,192 @@ static void catch_up(struct repl_feed *f)
             return;
         f->sent = last;
     }
+}
+
+/* ---- behind the ring: the journal's segments ---- */
+
+static void feed_free(struct repl_feed *f);
+
+/* The journal position of the record after offset, if the journal holds it as the
+ * stream's record (jfrom on, not truncated), else 0. */
+static uint64_t journal_pos_after(const struct repl *r, uint64_t offset)
+{
+    const struct journal *j = durable_journal(r->srv);
+    if (j == NULL)
+        return 0;
+    uint64_t pos = offset + 1 - r->jdelta; /* modulo 2^64, as srv->repl.delta */
+    bool held = pos >= r->jfrom && pos >= journal_first_pos(j) && pos <= journal_last_pos(j);
+    return held ? pos : 0;
+}
+
+/*
+ * Keeps jdelta and jfrom true to the journal, for each record made or applied here (the
+ * journal took it already): once offsets and positions move apart (a full sync of this
+ * server, a record the journal did not take), the stretch the journal serves begins
+ * after this record.
+ */
+static void journal_track(struct repl *r, uint64_t offset)
+{
+    const struct journal *j = durable_journal(r->srv);
+    if (j == NULL)
+        return;
+    uint64_t last = journal_last_pos(j);
+    if (offset - last != r->jdelta) {
+        r->jdelta = offset - last;
+        r->jfrom = last + 1;
+    }
+}
+
+/* The journal serves no record made so far: a new role, a RESTORE, a full resync. */
+static void journal_forget(struct repl *r)
+{
+    const struct journal *j = durable_journal(r->srv);
+    r->jdelta = r->srv->repl.delta;
+    r->jfrom = j != NULL ? journal_last_pos(j) + 1 : 0;
+}
+
+struct read_job {
+    struct job job;
+    struct server *srv;
+    struct repl_feed *f;
+    struct journal_cursor cur; /* from f->jcur; given back to it */
+    uint64_t upto;             /* the last position to read: on disk when posted */
+    uint64_t delta;            /* offsets minus positions */
+    unsigned char *buf;        /* FEED_READ bytes: frames */
+    unsigned char *frame;      /* delta != 0: one frame re-encoded */
+    struct journal_scratch *scratch;
+    size_t len;
+    int rc;
+    struct journal_error err;
+};
+
+/* What a read job holds, counted in the budget from its post to its free. */
+#define READ_CHARGE (FEED_READ + JOURNAL_RECORD_MAX + sizeof(struct journal_scratch))
+
+static void read_run(struct job *job)
+{
+    struct read_job *j = (struct read_job *)job;
+    j->buf = malloc(FEED_READ);
+    j->scratch = malloc(sizeof *j->scratch);
+    if (j->buf == NULL || j->scratch == NULL) {
+        j->rc = JOURNAL_ENOMEM;
+        return;
+    }
+    j->rc = journal_read_frames(j->srv->cfg.data_dir, &j->cur, j->upto, j->buf, FEED_READ, &j->len,
+                                j->scratch, &j->err);
+    if (j->rc != 0 || j->delta == 0)
+        return;
+    /* A promoted replica's journal: positions are the offsets shifted. A frame that decodes
+     * re-encodes to exactly its bytes, so at its offset it is the one its primary sent. */
+    if ((j->frame = malloc(JOURNAL_RECORD_MAX)) == NULL) {
+        j->rc = JOURNAL_ENOMEM;
+        return;
+    }
+    for (size_t at = 0; at < j->len;) {
+        struct journal_record rec;
+        long n = journal_record_decode(j->buf + at, j->len - at, j->scratch, &rec);
+        if (n <= 0 ||
+            journal_record_encode(&rec, rec.pos + j->delta, j->frame, JOURNAL_RECORD_MAX) != n) {
+            j->rc = JOURNAL_EDAMAGED;
+            j->err = (struct journal_error){.step = JOURNAL_STEP_READ, .code = JOURNAL_EDAMAGED};
+            snprintf(j->err.file, sizeof j->err.file, "%s", JOURNAL_SUBDIR);
+            return;
+        }
+        memcpy(j->buf + at, j->frame, (size_t)n);
+        at += (size_t)n;
+    }
+}
+
+static void read_done(struct job *job)
+{
+    struct read_job *j = (struct read_job *)job;
+    struct repl_feed *f = j->f;
+    struct repl *r = f->r;
+    f->reading = false;
+    if (f->orphaned) {
+        j->f = NULL;
+        feed_free(f);
+        return;
+    }
+    if (f->cut)
+        return;
+    if (j->rc != 0) {
+        char msg[1200], why[1400];
+        if (j->rc == JOURNAL_EGONE || j->rc == JOURNAL_EDAMAGED)
+            r->jfrom = j->cur.next + 1 > r->jfrom ? j->cur.next + 1 : r->jfrom; /* not again */
+        snprintf(
+            why, sizeof why, "reading the journal back for it failed: %s (it will resync in full)",
+            j->rc == JOURNAL_ENOMEM ? "out of memory" : journal_format(&j->err, msg, sizeof msg));
+        cut(f, why);
+        return;
+    }
+    f->jcur = j->cur;
+    if (j->len > 0) {
+        if (!f->sink.write(f->sink.conn, j->buf, j->len))
+            return;
+        f->sent = j->cur.next - 1 + j->delta;
+    }
+    catch_up(f);
+}
+
+static void read_free(struct job *job)
+{
+    struct read_job *j = (struct read_job *)job;
+    budget_release(&j->srv->budget, BUDGET_OVERHEAD, READ_CHARGE);
+    free(j->buf);
+    free(j->frame);
+    free(j->scratch);
+    if (j->f != NULL && j->f->orphaned && j->f->reading)
+        feed_free(j->f); /* done() was skipped (shutdown): nobody else frees it */
+    free(j);
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    catch_up(arg);
+}
+
+/* The records after f->sent are older than the ring: from the journal, or cut off. */
+static void journal_catch_up(struct repl_feed *f)
+{
+    struct repl *r = f->r;
+    struct server *srv = f->srv;
+    struct jobs *lane = srv->lanes[JOBS_LONG]; /* NULL in unit tests */
+    uint64_t pos = journal_pos_after(r, f->sent);
+    if (pos == 0 || lane == NULL) {
+        cut(f, "it fell behind the replication backlog (it will resync in full)");
+        return;
+    }
+    uint64_t upto = journal_durable_pos(durable_journal(srv));
+    if (pos > upto) {
+        /* Written, not yet synced: its bytes may be half there. Soon they are. */
+        if (f->retry == NULL)
+            f->retry = evtimer_new(r->base, on_retry, f);
+        struct timeval tv = {.tv_sec = 0, .tv_usec = FEED_RETRY_US};
+        if (f->retry == NULL || evtimer_add(f->retry, &tv) != 0)
+            cut(f, "out of memory");
+        return;
+    }
+    struct read_job *j = budget_fits(&srv->budget, READ_CHARGE) ? calloc(1, sizeof *j) : NULL;
+    if (j == NULL) {
+        cut(f, "no memory within max_memory to read the journal back for it");
+        return;
+    }
+    if (f->jcur.next != pos)
+        f->jcur = (struct journal_cursor){.next = pos};
+    budget_charge(&srv->budget, BUDGET_OVERHEAD, READ_CHARGE);
+    *j = (struct read_job){
+        .job = {.run = read_run, .done = read_done, .free = read_free},
+        .srv = srv,
+        .f = f,
+        .cur = f->jcur,
+        .upto = upto,
+        .delta = r->jdelta,
+    };
+    f->reading = true;
+    jobs_post(lane, &j->job);
 }
 
 /* ---- full sync: one filter at a time, encoded on the long lane ---- */
@@ -396,6 +604,8 @@ void repl_feed_drained(struct repl_feed *f)
 
 static void feed_free(struct repl_feed *f)
 {
+    if (f->retry != NULL)
+        event_free(f->retry);
     drop_buf(f);
     release_filters(f);
     free(f);
@@ -412,7 +622,7 @@ void repl_feed_closed(struct repl_feed *f)
         f->next->prev = f->prev;
     f->cut = true;
     count_connected(r);
-    if (f->encoding)
+    if (f->encoding || f->reading)
         f->orphaned = true; /* the job's done() frees it */
     else
         feed_free(f);
@@ -510,13 +720,18 @@ struct repl_feed *repl_psync(struct server *srv, const struct repl_sink *sink,
     bool history = id.len == REPL_ID_LEN && r->prev_id[0] != '\0' &&
                    memcmp(id.ptr, r->prev_id, REPL_ID_LEN) == 0 && offset <= r->prev_offset;
     char line[160];
-    if ((ours || history) && offset <= now && (offset == now || backlog_has(r->backlog, offset))) {
+    bool ring = offset == now || backlog_has(r->backlog, offset);
+    bool journal =
+        !ring && offset < now && srv->lanes[JOBS_LONG] != NULL && journal_pos_after(r, offset) != 0;
+    if ((ours || history) && offset <= now && (ring || journal)) {
         f->state = FEED_STREAMING;
         f->sent = offset;
         srv->repl.partial_syncs++;
+        srv->repl.from_journal += journal;
         snprintf(line, sizeof line, "CONTINUE %s %llu", r->id, (unsigned long long)offset);
-        log_msg(LOG_INFO, "replication: partial resync from offset %llu (%llu records behind)",
-                (unsigned long long)offset, (unsigned long long)(now - offset));
+        log_msg(LOG_INFO, "replication: partial resync from offset %llu (%llu records behind)%s",
+                (unsigned long long)offset, (unsigned long long)(now - offset),
+                journal ? ", from the journal" : "");
     } else {
         if (registry_collect(srv->reg, NULL, 0, &f->filters, &f->nfilters) != REGISTRY_OK) {
             free(f);
@@ -683,11 +898,9 @@ static void feed_all(struct repl *r)
         if (f->cut || f->state != FEED_STREAMING)
             continue;
         /* Behind (its output full): it catches up from the backlog as its output drains,
-         * unless the backlog lost what it needs (a replica that stopped reading). */
-        if (!backlog_has(r->backlog, f->sent))
-            cut(f, "it fell behind the replication backlog (it will resync in full)");
-        else
-            catch_up(f);
+         * from the journal once the ring lost what it needs, or is cut off when neither
+         * holds it (a replica that stopped reading). */
+        catch_up(f);
     }
 }
 
@@ -709,6 +922,7 @@ static void prop_record(struct server *srv, const struct journal_record *rec, ui
                         const void *frame, size_t n)
 {
     struct repl *r = srv->replication;
+    journal_track(r, offset);
     if (rec->type == JOURNAL_RESTORE) {
         /* The record names the filter, not its bits (mutate.h): replicas take the restored
          * filter in a full sync. The backlog starts after it, so none resumes before it. */
@@ -869,6 +1083,7 @@ int repl_start(struct server *srv, struct event_base *base)
     repl_new_id(r->id);
     srv->replication = r;
     mutate_set_propagate(srv, &propagate);
+    journal_forget(r); /* a new stream id: the journal so far is no part of it */
     if (srv->cfg.replica_of[0] == '\0')
         return 0;
     char host[256], port[8];
@@ -878,6 +1093,7 @@ int repl_start(struct server *srv, struct event_base *base)
     }
     if (repl_state_load(r) != 0)
         r->id[0] = '\0'; /* nothing held: PSYNC ? asks for a full sync */
+    journal_forget(r);
     repl_rejoin_at_start(r);
     return become_replica(r, host, port);
 }

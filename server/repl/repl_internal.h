@@ -37,6 +37,10 @@ struct repl {
     struct repl_link *link;             /* the link to this server's primary; NULL on a primary */
     bool rejoin; /* its own filters go to its primary before the next full sync (rejoin.c):
                     set when a primary becomes a replica, cleared once they were sent */
+    /* The journal as the backlog's older part (repl.c): the record at offset o is the one
+     * at journal position o - jdelta, for positions from jfrom on (this run's, since the
+     * offsets last moved apart from the journal's). */
+    uint64_t jdelta, jfrom;
 };
 
 /* A new random stream id into id[REPL_ID_LEN + 1]. */
