@@ -10,6 +10,7 @@ Every load is bounded in count and time.
 import os
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -298,3 +299,33 @@ def test_rendering_past_the_budget_is_503(daemon_factory):
             break
         time.sleep(0.3)
     assert status == 200 and b"process_start_time_seconds " in body
+
+
+def test_scrape_waiting_for_the_lane_at_sigterm_is_answered(daemon_factory):
+    """A scrape whose rendering is on the long lane when SIGTERM comes gets its reply: the
+    rendering's done() step is skipped while stopping, and its requests must not be left
+    unanswered through the last snapshot and dropped at the exit."""
+    d, hp = http_daemon(daemon_factory)
+    http_scrape.create_filters(d.port, 600)  # past RENDER_INLINE_FILTERS: the lane renders
+    assert request(hp, "/metrics")[0] == 200
+    time.sleep(1.2)  # past the reuse window: the next scrape posts a rendering
+    socks = []
+    try:
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", hp), timeout=20)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        time.sleep(0.002)  # the loop reads them and posts the rendering
+        d.proc.send_signal(signal.SIGTERM)
+        for s in socks:
+            got = b""
+            while b"\r\n" not in got:
+                b = s.recv(4096)
+                if not b:
+                    break
+                got += b
+            assert got.startswith(b"HTTP/1.1 "), "no reply before the exit: %r" % got[:80]
+    finally:
+        for s in socks:
+            s.close()
+    d.stop()
