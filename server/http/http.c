@@ -97,7 +97,12 @@ static void reply(struct http *h, struct evhttp_request *req, int status, const 
     http_body_unref(body);
 }
 
-static void text_reply(struct http *h, struct evhttp_request *req, int status, const char *text)
+/*
+ * A line of text (/healthz, /readyz, 401, 405, 414): not counted, as render.c's 503s are
+ * not, so /healthz still says 200 while filters fill max_memory and idle clients (never
+ * shed) hold it past the limit; counted, it was 503 "out of memory" then.
+ */
+static void text_reply(struct evhttp_request *req, int status, const char *text)
 {
     struct evbuffer *b = evbuffer_new();
     if (b == NULL) {
@@ -105,8 +110,14 @@ static void text_reply(struct http *h, struct evhttp_request *req, int status, c
         return;
     }
     evbuffer_add_printf(b, "%s\n", text);
-    reply(h, req, status, "text/plain; charset=utf-8", b);
+    struct http_body *body = http_body_new(NULL, status, "text/plain; charset=utf-8", b);
     evbuffer_free(b);
+    if (body == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    http_body_send(req, body);
+    http_body_unref(body);
 }
 
 /* True if path[0..len) is exactly lit. */
@@ -138,13 +149,13 @@ static void route(struct evhttp_request *req, void *arg)
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
     if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-        text_reply(h, req, 405, "only GET and HEAD: the HTTP pages never change a filter");
+        text_reply(req, 405, "only GET and HEAD: the HTTP pages never change a filter");
         return;
     }
     const char *uri = evhttp_request_get_uri(req);
     size_t ulen = strlen(uri);
     if (ulen > HTTP_MAX_URI) {
-        text_reply(h, req, 414, "URI too long");
+        text_reply(req, 414, "URI too long");
         return;
     }
     const char *q = memchr(uri, '?', ulen);
@@ -157,17 +168,17 @@ static void route(struct evhttp_request *req, void *arg)
     if (srv->auth.set && (!probe || srv->cfg.http_auth_metrics) && !bearer_ok(req, srv)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                           "Bearer realm=\"bloomd\"");
-        text_reply(h, req, 401, "authentication required: send Authorization: Bearer <auth_token>");
+        text_reply(req, 401, "authentication required: send Authorization: Bearer <auth_token>");
         return;
     }
     if (is(uri, plen, "/healthz")) {
-        text_reply(h, req, 200, "ok");
+        text_reply(req, 200, "ok");
         return;
     }
     if (is(uri, plen, "/readyz")) {
         static const char *const why[] = {"starting: loading snapshots", "ready",
                                           "stopping: writing the last snapshot"};
-        text_reply(h, req, srv->phase == SERVER_READY ? 200 : 503, why[srv->phase]);
+        text_reply(req, srv->phase == SERVER_READY ? 200 : 503, why[srv->phase]);
         return;
     }
     bool sim = is(uri, plen, "/simulate");

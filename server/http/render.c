@@ -346,9 +346,19 @@ static void render_done(struct job *j)
 static void render_job_free(struct job *j)
 {
     struct render_job *rj = (struct render_job *)j;
-    if (rj->c->job == rj) { /* its done() was skipped (stopping) */
-        rj->c->job = NULL;
-        rj->c->running = false;
+    struct page_cache *c = rj->c;
+    if (c->job == rj) { /* its done() was skipped (stopping) */
+        c->job = NULL;
+        c->running = false;
+        /* Its requests get what it made now, not nothing at the exit after the last
+         * snapshot (render_tick does not answer them while stopping). */
+        for (size_t i = 0; i < c->nwait; i++) {
+            if (rj->body != NULL)
+                http_body_send(c->wait[i], rj->body);
+            else
+                send_unavailable(c->wait[i], c->page, NO_ROOM);
+        }
+        c->nwait = 0;
     }
     page_input_destroy(&rj->in);
     http_body_unref(rj->body);

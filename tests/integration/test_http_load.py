@@ -10,6 +10,7 @@ Every load is bounded in count and time.
 import os
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -298,3 +299,69 @@ def test_rendering_past_the_budget_is_503(daemon_factory):
             break
         time.sleep(0.3)
     assert status == 200 and b"process_start_time_seconds " in body
+
+
+def test_scrape_waiting_for_the_lane_at_sigterm_is_answered(daemon_factory):
+    """A scrape whose rendering is on the long lane when SIGTERM comes gets its reply: the
+    rendering's done() step is skipped while stopping, and its requests must not be left
+    unanswered through the last snapshot and dropped at the exit."""
+    d, hp = http_daemon(daemon_factory)
+    http_scrape.create_filters(d.port, 600)  # past RENDER_INLINE_FILTERS: the lane renders
+    assert request(hp, "/metrics")[0] == 200
+    time.sleep(1.2)  # past the reuse window: the next scrape posts a rendering
+    socks = []
+    try:
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", hp), timeout=20)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        time.sleep(0.002)  # the loop reads them and posts the rendering
+        d.proc.send_signal(signal.SIGTERM)
+        for s in socks:
+            got = b""
+            while b"\r\n" not in got:
+                b = s.recv(4096)
+                if not b:
+                    break
+                got += b
+            assert got.startswith(b"HTTP/1.1 "), "no reply before the exit: %r" % got[:80]
+    finally:
+        for s in socks:
+            s.close()
+    d.stop()
+
+
+def test_healthz_answers_with_the_budget_past_its_limit(daemon_factory):
+    """/healthz (and /readyz) say 200 while max_memory is full and idle clients, which are
+    never shed, hold it past its limit: a liveness probe must not fail for want of the
+    few bytes of its reply."""
+    d, hp = http_daemon(daemon_factory, args=["--max-memory", "8M", "--max-filters", "100000"])
+    t = http_scrape.Text(d.port)
+    made = 0
+    idle = []
+    try:
+        for batch in range(200):
+            t.s.sendall(b"".join(b"CREATE f%06d capacity=1000 error=0.01\r\n" % (made + i)
+                                 for i in range(100)))
+            replies = [t.line() for _ in range(100)]
+            made += sum(r == "CREATED" for r in replies)
+            if any(r.startswith("SERVER_ERROR") for r in replies):
+                break
+        else:
+            pytest.fail("max_memory 8M never filled")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(idle) < 400:
+            idle.append(socket.create_connection(("127.0.0.1", d.port), timeout=10))
+            if len(idle) % 50 == 0:
+                st = stats(d)
+                if int(st["memory_bytes"]) > int(st["memory_limit"]) + 4096:
+                    break
+        st = stats(d)
+        assert int(st["memory_bytes"]) > int(st["memory_limit"]), st
+        status, _, body = request(hp, "/healthz")
+        assert status == 200 and body == b"ok\n", (status, body)
+        assert request(hp, "/readyz")[0] == 200
+    finally:
+        for s in idle:
+            s.close()
+        t.s.close()

@@ -882,7 +882,8 @@ static void test_stages(void **state)
         assert_int_equal(expandable_delete_batch(d, h, k, &got), SBF_OK);
         deleted += got;
     }
-    assert_int_equal(deleted, want);
+    /* A key that also matches another stage stays (see expandable_delete_batch). */
+    assert_true(deleted <= want && (double)(want - deleted) <= 0.01 * (double)want);
     assert_int_equal(expandable_verify(d), SBF_OK);
     uint64_t odd = 0, odd_stored = 0, even = 0;
     for (uint64_t i = 0; i < m; i++) {
@@ -910,6 +911,53 @@ static void test_stages(void **state)
     assert_int_equal(info.items, 0);
     assert_int_equal(expandable_verify(f), SBF_OK);
     expandable_free(f);
+}
+
+/*
+ * A filter of several stages merged into one with keys of its own, then every key of the
+ * merged one deleted: no key of the other goes missing. (Removing a key from the oldest
+ * stage that matched it took other keys' entries there: 552 of 100,000 were lost.)
+ */
+static void test_union_then_delete_across_stages(void **state)
+{
+    (void)state;
+    const uint64_t n = 200000, own = 100000;
+    struct expandable *src = make(16, 0.01);
+    bool *stored = calloc(n, sizeof(*stored));
+    assert_non_null(stored);
+    uint32_t seen = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        bool present;
+        assert_int_equal(expandable_checkadd(src, key(1, i), &present), SBF_OK);
+        stored[i] = !present;
+        if (i % 1024 == 0)
+            shrink_stages(src, &seen, 5, 8);
+    }
+    assert_true(atomic_load(&src->nstages) > 2);
+    struct expandable *dst = make(16, 0.01);
+    checkadd_range(dst, 5, 0, own);
+    assert_int_equal(expandable_union(dst, src), SBF_OK);
+    uint64_t want = 0, deleted = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!stored[i])
+            continue;
+        struct sbf_hash h = key(1, i);
+        size_t got = 0;
+        assert_int_equal(expandable_delete_batch(dst, &h, 1, &got), SBF_OK);
+        deleted += got;
+        want++;
+    }
+    assert_int_equal(expandable_verify(dst), SBF_OK);
+    uint64_t kept = count_present(dst, 5, 0, own, 1);
+    print_message("  union, then delete over %u stages: %llu of %llu deleted, %llu of %llu "
+                  "other keys present\n",
+                  atomic_load(&dst->nstages), (unsigned long long)deleted, (unsigned long long)want,
+                  (unsigned long long)kept, (unsigned long long)own);
+    assert_int_equal(kept, own);
+    assert_true((double)(want - deleted) <= 0.01 * (double)want);
+    free(stored);
+    expandable_free(src);
+    expandable_free(dst);
 }
 
 /*
@@ -981,6 +1029,7 @@ int main(void)
         cmocka_unit_test(test_readers_beside_stages),
         cmocka_unit_test(test_growth_1000x),
         cmocka_unit_test(test_stages),
+        cmocka_unit_test(test_union_then_delete_across_stages),
         cmocka_unit_test(test_colliding_cell),
     };
     if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_union' for one test */
