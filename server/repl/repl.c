@@ -79,9 +79,10 @@ struct repl_feed {
     size_t nfilters, next_filter;
     unsigned char *buf; /* the filter being sent, encoded; counted in the budget */
     size_t len, off, cap;
-    bool encoding;      /* a job is encoding filters[next] */
-    uint64_t size_hint; /* the bytes the last try at filters[next] needed, or 0 */
-    bool orphaned;      /* the connection closed while the job ran: done() frees */
+    bool encoding;         /* a job is encoding filters[next] */
+    uint64_t size_hint;    /* the bytes the last try at filters[next] needed, or 0 */
+    unsigned encode_tries; /* tries at filters[next] that did not fit */
+    bool orphaned;         /* the connection closed while the job ran: done() frees */
     /* behind the ring: read back from the journal */
     bool reading;               /* a job reads the journal for it */
     struct journal_cursor jcur; /* where the last read ended (jcur.next: a position) */
@@ -296,6 +297,7 @@ struct read_job {
     struct journal_scratch *scratch;
     size_t len;
     int rc;
+    bool done_ran;
     struct journal_error err;
 };
 
@@ -341,6 +343,7 @@ static void read_done(struct job *job)
     struct read_job *j = (struct read_job *)job;
     struct repl_feed *f = j->f;
     struct repl *r = f->r;
+    j->done_ran = true;
     f->reading = false;
     if (f->orphaned) {
         j->f = NULL;
@@ -368,6 +371,23 @@ static void read_done(struct job *job)
     catch_up(f);
 }
 
+/*
+ * A job's free() when its done() was skipped (shutdown) and f is its feed: frees f if its
+ * connection closed meanwhile (orphaned), else clears the job's flag so that the close
+ * frees it. f NULL: done() ran, nothing to do.
+ */
+static void skipped_done(struct repl_feed *f, bool encoding)
+{
+    if (f == NULL)
+        return;
+    if (encoding)
+        f->encoding = false;
+    else
+        f->reading = false;
+    if (f->orphaned)
+        feed_free(f);
+}
+
 static void read_free(struct job *job)
 {
     struct read_job *j = (struct read_job *)job;
@@ -375,8 +395,7 @@ static void read_free(struct job *job)
     free(j->buf);
     free(j->frame);
     free(j->scratch);
-    if (j->f != NULL && j->f->orphaned && j->f->reading)
-        feed_free(j->f); /* done() was skipped (shutdown): nobody else frees it */
+    skipped_done(j->done_ran ? NULL : j->f, false);
     free(j);
 }
 
@@ -445,9 +464,11 @@ struct encode_job {
     size_t charged; /* budget charged for it, >= cap */
     uint64_t need;  /* ENCODE_LARGER: bytes it needs */
     int rc;
+    bool done_ran;
 };
 
 enum { ENCODE_GREW = -1, ENCODE_LARGER = -2, ENCODE_NOMEM = -3 };
+#define ENCODE_TRIES 5 /* encodings of one filter in a row that may fail to fit */
 
 static int grow_write(void *ctx, const void *p, size_t n)
 {
@@ -483,7 +504,6 @@ static void encode_run(struct job *job)
         j->rc = ENCODE_GREW;
 }
 
-static void feed_free(struct repl_feed *f);
 static void sync_next(struct repl_feed *f);
 static void count_connected(struct repl *r);
 
@@ -491,12 +511,15 @@ static void encode_done(struct job *job)
 {
     struct encode_job *j = (struct encode_job *)job;
     struct repl_feed *f = j->f;
+    j->done_ran = true;
     f->encoding = false;
     if (f->orphaned) {
         j->f = NULL;
         feed_free(f);
         return;
     }
+    if (f->cut)
+        return; /* waiting for its connection to close: free() lets go of the encoding */
     if (j->rc != 0) {
         /* It grew while encoded, or needs more than its bound: again, larger. */
         budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->charged);
@@ -507,10 +530,16 @@ static void encode_done(struct job *job)
             cut(f, "no memory for a full sync");
             return;
         }
-        f->size_hint = j->rc == ENCODE_LARGER ? j->need : 0;
+        if (++f->encode_tries > ENCODE_TRIES) {
+            cut(f, "a filter grew faster than it could be encoded (it will resync in full)");
+            return;
+        }
+        /* Grown: a quarter more room each time. */
+        f->size_hint = j->rc == ENCODE_LARGER ? j->need : (uint64_t)j->cap + j->cap / 4;
         sync_next(f);
         return;
     }
+    f->encode_tries = 0;
     budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->charged - j->cap);
     j->charged = 0;
     char head[64 + PROTO_MAX_NAME];
@@ -533,8 +562,7 @@ static void encode_free(struct job *job)
     if (j->charged != 0)
         budget_release(&j->srv->budget, BUDGET_OVERHEAD, j->charged);
     free(j->buf); /* not yet handed to the feed: done() was skipped (shutdown) */
-    if (j->f != NULL && j->f->orphaned && j->f->encoding)
-        feed_free(j->f); /* done() was skipped (shutdown): nobody else frees it */
+    skipped_done(j->done_ran ? NULL : j->f, true);
     filter_unref(j->flt);
     free(j);
 }

@@ -396,6 +396,24 @@ def test_primary_restart_is_survived(daemon_factory):
     assert "replication: link to" in r.log() and "dropped" in r.log()
 
 
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2])
+def test_primary_stopped_mid_full_sync(daemon_factory, delay):
+    """SIGTERM while a replica's full sync is encoding a large filter (before, during and
+    after the encoding): the primary exits 0 with no sanitizer report, the replica keeps
+    running."""
+    p = start(daemon_factory, ["--snapshot-interval", "0"])
+    with p.client(timeout=60) as pc:
+        assert pc.cmd("CREATE big capacity=20000000 error=0.01") == "CREATED"
+        pc.add("big", keys("k", 2000), chunk=1000)
+    r = replica_of(daemon_factory, p)
+    wait_for("the primary's full sync starting",
+             lambda: "full sync of" in p.log(), deadline=20, step=0.005)
+    time.sleep(delay)
+    p.stop()  # asserts exit 0 and a clean sanitizer report
+    with r.client() as rc:
+        assert rc.cmd("ROLE").startswith("ROLE replica")
+
+
 # ---- a damaged stream ----
 
 def capture_frames(daemon_factory):
