@@ -83,7 +83,7 @@ static int by_name(const void *a, const void *b)
 void repl_rejoin_at_start(struct repl *r)
 {
     size_t n = registry_count(r->srv->reg);
-    if (r->id[0] != '\0' || n == 0)
+    if (r->id[0] != '\0' || r->was_replica || n == 0)
         return;
     r->rejoin = true;
     log_msg(LOG_INFO,

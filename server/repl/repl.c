@@ -158,8 +158,16 @@ int repl_state_load(struct repl *r)
         return -1;
     int n = fscanf(f, "bloomd-replica %d %47s %llu", &version, id, &delta);
     fclose(f);
-    if (n != 3 || version != 1 || strlen(id) != REPL_ID_LEN || !durable_on(r->srv)) {
-        log_msg(LOG_WARN, "replication: ignoring %s (not valid, or no journal here)", path);
+    if (n != 3 || version != 1 || strlen(id) != REPL_ID_LEN) {
+        log_msg(LOG_WARN, "replication: ignoring %s (not valid)", path);
+        return -1;
+    }
+    if (!durable_on(r->srv)) {
+        /* Without a journal the snapshot may lack records since: a full sync, but these
+         * filters are a replica's copy, not an old primary's to send (rejoin.c). */
+        r->was_replica = true;
+        log_msg(LOG_INFO, "replication: %s with no journal here: this replica resyncs in full",
+                path);
         return -1;
     }
     memcpy(r->id, id, REPL_ID_LEN + 1);

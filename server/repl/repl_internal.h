@@ -35,8 +35,9 @@ struct repl {
     size_t unfed;                       /* bytes of records appended since the last feed */
     uint64_t fed;                       /* the offset the last feed sent up to */
     struct repl_link *link;             /* the link to this server's primary; NULL on a primary */
-    bool rejoin; /* its own filters go to its primary before the next full sync (rejoin.c):
-                    set when a primary becomes a replica, cleared once they were sent */
+    bool was_replica; /* a replica.state without a journal here: its filters are a copy */
+    bool rejoin;      /* its own filters go to its primary before the next full sync (rejoin.c):
+                         set when a primary becomes a replica, cleared once they were sent */
     /* The journal as the backlog's older part (repl.c): the record at offset o is the one
      * at journal position o - jdelta, for positions from jfrom on (this run's, since the
      * offsets last moved apart from the journal's). */

@@ -218,8 +218,8 @@ static void flushed(void *arg, int err, const char *why)
     struct repl *r = arg;
     if (err != 0)
         log_msg(LOG_WARN, "replication: the snapshot after the full sync failed: %s", why);
-    else if (r->srv->repl.role == SERVER_REPLICA && durable_on(r->srv))
-        repl_state_save(r);
+    else if (r->srv->repl.role == SERVER_REPLICA)
+        repl_state_save(r); /* without a journal, only the mark that it is a replica's */
 }
 
 static void synced(struct repl_link *l)

@@ -114,6 +114,29 @@ def test_old_primary_restarted_with_replica_of_sends_its_keys(daemon_factory):
     assert SENDING not in a.log(), a.log()[-4000:]
 
 
+def test_replica_without_journal_restarted_sends_nothing(daemon_factory):
+    """A replica under durability snapshot cannot resume from an offset (no journal), so
+    its restart takes a full sync; but its filters are the primary's copy, marked by its
+    replica.state, and are not sent back as an old primary's would be."""
+    a = start(daemon_factory, ["--durability", "everysec"])
+    b = start(daemon_factory, ["--durability", "snapshot", "--replica-of",
+                               "%s:%d" % (a.host, a.port)])
+    ks = keys("k", 2000)
+    with a.client() as ac, b.client() as bc:
+        assert ac.cmd("CREATE f capacity=10000") == "CREATED"
+        ac.add("f", ks)
+        wait_caught_up(ac, [bc])
+    state = Path(b.data_dir) / "replica.state"
+    wait_for("replica.state written", state.exists)
+    b.restart()  # its snapshot at the stop holds f
+    with a.client() as ac, b.client() as bc:
+        wait_caught_up(ac, [bc])
+        assert all_present(bc, "f", ks)
+    log = b.log()
+    assert "with no journal here: this replica resyncs in full" in log, log[-4000:]
+    assert SENDING not in log and "no replica.state" not in log, log[-4000:]
+
+
 class CuttingPrimary:
     """A loopback server that answers LIST with END and closes each connection at the
     RESTORE that follows (a link lost midway), or with hold stops reading there (a
