@@ -81,7 +81,9 @@ static int parse_array(const char *buf, size_t len, size_t max_frame, size_t max
         st = read_int(buf, len, &pos, &blen);
         if (st == RESP_MORE)
             return RESP_MORE;
-        if (st != RESP_OK || blen < 0)
+        /* A '-' is refused even before 0 ("$-0"): the keys' walk (resp_next_keys) reads
+         * digits only. */
+        if (st != RESP_OK || blen < 0 || buf[hdr + 1] == '-')
             return fail(cmd, RESP_ERR_PROTOCOL, "invalid bulk length");
         if (pos > max_frame) /* headers padded with zeros */
             return fail(cmd, RESP_ERR_TOO_LONG, "invalid bulk length");

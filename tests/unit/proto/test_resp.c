@@ -70,6 +70,7 @@ static const struct pcase cases[] = {
     ERR("*1\r\n:1\r\n", RESP_ERR_PROTOCOL),
     ERR("*1\r\n*1\r\n$1\r\na\r\n", RESP_ERR_PROTOCOL), /* nesting */
     ERR("*1\r\n$-1\r\n", RESP_ERR_PROTOCOL),
+    ERR("*1\r\n$-0\r\n\r\n", RESP_ERR_PROTOCOL), /* the keys walk reads digits only */
     ERR("*1\r\n$-5\r\n", RESP_ERR_PROTOCOL),
     ERR("*1\r\n$1\r\nab\r\n", RESP_ERR_PROTOCOL),
     ERR("*1\r\n$3\r\nabc\n\n", RESP_ERR_PROTOCOL),
