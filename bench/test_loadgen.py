@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Iterator, List, Set
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from ports import free_port  # noqa: E402  (one free-port rule for every test tree)
 LOADGEN = os.environ.get("LOADGEN", str(REPO / "build" / "rel" / "bench" / "loadgen"))
 BLOOMD = os.environ.get("BLOOMD", str(REPO / "build" / "bloomd"))
 
@@ -152,11 +155,6 @@ def test_zero_timeout_is_bad_usage() -> None:
                          timeout=30)
     assert run.returncode == 2
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -6,13 +6,10 @@ import re
 import socket
 import time
 
+from ports import free_port  # noqa: F401  (the HTTP tests take it from here)
+
 HTTP_RE = re.compile(r"http on (\S+):(\d+): page at")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, deadline=20.0):

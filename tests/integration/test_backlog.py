@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import read_until_closed
+from ports import free_port
 
 MIB = 1 << 20
 
@@ -278,7 +279,7 @@ def test_create_drop_overhead_released(daemon_factory):
 
 def test_memcached_blocks_across_quanta(daemon_factory):
     import random
-    port = _free_port()
+    port = free_port()
     d = daemon_factory(["--memcache-port", str(port)])
     deadline = time.monotonic() + 20
     while "memcached protocol" not in d.log() and time.monotonic() < deadline:
@@ -307,11 +308,6 @@ def test_memcached_blocks_across_quanta(daemon_factory):
     assert stored == want.count(b"STORED")
     assert out.endswith(b"END\r\n") or out.endswith(b"STORED\r\n")
 
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("mode", ["always", "everysec"])
@@ -435,7 +431,7 @@ def test_idle_and_write_timeouts_while_backlogged(daemon_factory):
 
 def test_memcached_skip_and_big_blocks_while_backlogged(daemon_factory):
     """An oversized block (swallowed), a 900 KB block and a 20k-key get among a backlog."""
-    port = _free_port()
+    port = free_port()
     d = daemon_factory(["--memcache-port", str(port)])
     deadline = time.monotonic() + 20
     while "memcached protocol" not in d.log() and time.monotonic() < deadline:

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import BLOOMD_BIN
+from ports import free_port
 
 pymemcache = pytest.importorskip("pymemcache", reason="python3-pymemcache is not installed")
 from pymemcache.client.base import Client as McClient  # noqa: E402
@@ -28,11 +29,6 @@ BATCH = 1000                 # keys per pipelined request batch
 PASS_DEADLINE = 240.0        # seconds per pass over all keys (ASan daemons, a shared box)
 CONNECT_DEADLINE = 20.0
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, deadline=CONNECT_DEADLINE):

@@ -9,11 +9,10 @@ The primary runs with the smallest ring allowed (--replication-backlog 1M, one 2
 chunk in practice), so a few MiB of records are past it.
 """
 
-import os
-import time
 import urllib.request
 from pathlib import Path
 
+from ports import free_port
 from test_replication import REL_BIN, keys, replica_of, role, start, wait_caught_up, wait_for
 
 PRIMARY = ["--durability", "everysec", "--replication-backlog", "1M"]
@@ -105,19 +104,13 @@ def test_replica_away_resyncs_from_the_journal(daemon_factory):
 
 
 def test_the_journal_resyncs_show_in_metrics(daemon_factory):
-    port = free_http_port()
+    port = free_port()
     p = start(daemon_factory, PRIMARY + ["--http-port", str(port)])
     with p.client() as pc:
         assert pc.stats()["replication_journal_resyncs"] == "0"
     body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
     assert b"\nbloomd_replication_journal_resyncs_total 0\n" in body, body[:3000]
 
-
-def free_http_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_truncated_journal_resyncs_in_full(daemon_factory):

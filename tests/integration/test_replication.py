@@ -24,16 +24,12 @@ from pathlib import Path
 import pytest
 
 from conftest import BLOOMD_BIN, REPO, Client, Daemon
+from ports import free_port
 
 REL_BIN = os.environ.get("BLOOMD_REL_BIN") or BLOOMD_BIN
 SYNC_DEADLINE = 60.0  # seconds for a replica to catch up (ASan, a shared 2-core box)
 TOKEN = "repl-token-0123456789"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def role(c):

@@ -28,12 +28,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
 HTTP_RE = re.compile(r"http on (\S+):(\d+): page at")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from ports import free_port  # noqa: E402  (one free-port rule for every test tree)
 
 
 def wait_log(path, regex, deadline):

@@ -8,8 +8,8 @@ stopped with SIGTERM and must exit 0.
 import os
 import re
 import signal
-import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -17,17 +17,13 @@ from typing import Optional, Sequence
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from ports import free_port  # noqa: E402,F401  (one free-port rule for every test tree)
 BLOOMD_BIN = os.environ.get("BLOOMD_BIN", str(REPO / "build" / "asan" / "bloomd"))
 START_DEADLINE = 15.0
 STOP_DEADLINE = 15.0
 _LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
 
-
-def free_port() -> int:
-    """A port that was free a moment ago (for tests that restart on the same port)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 TEST_SEED = 0x5EED0FB100D5EED5
