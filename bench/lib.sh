@@ -2,9 +2,12 @@
 # server they started by pid, bounded (TERM, then KILL after a while), and checking targets.
 # shellcheck shell=bash
 
-# free_port: prints a TCP port free on 127.0.0.1 now.
+# free_port: prints a TCP port free on 127.0.0.1 now, from below the ephemeral range (the
+# rule of tests/integration/ports.py: no port-0 listener can be handed it meanwhile).
+BENCH_PORTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/integration" && pwd)
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from ports import free_port; print(free_port())' \
+        "$BENCH_PORTS_DIR"
 }
 
 # stop_pid PID [SECONDS=30] [SIGNAL=TERM]: signals PID, waits up to SECONDS for it to exit,
