@@ -282,9 +282,7 @@ static inline _Atomic uint64_t *stage_block(const struct sbf_stage *s, uint32_t 
 
 static inline bool stage_has(const struct sbf_stage *s, uint32_t i, struct sbf_hash h)
 {
-    uint64_t mask[BLOOM_BLOCK_WORDS];
-    bloom_mask(h, i, s->k, mask);
-    return bloom_test(stage_block(s, i, h), mask);
+    return bloom_test_key(stage_block(s, i, h), h, i, s->k);
 }
 
 /* Newest first: recent keys are the likeliest repeats, and the newest stage is largest. */
@@ -308,30 +306,24 @@ __attribute__((always_inline)) static inline void prefetch(const struct sbf *f, 
         __builtin_prefetch((const void *)stage_block(&f->stages[i], i, h), 0, 3);
 }
 
-/*
- * Adds h if absent from every stage, growing first if the newest stage is full. Probes
- * newest first like has(), keeping the newest stage's mask and block for the set.
- */
-/* add_one's probe: h's mask and block in the newest of n stages; true if h is there or,
- * if older, in an older stage. */
+/* add_one's probe: h's block in the newest of n stages; true if h is there or, if older,
+ * in an older stage. Probes newest first like has(), keeping the block for the set. */
 __attribute__((always_inline)) static inline bool newest_probe(const struct sbf *f, uint32_t n,
                                                                struct sbf_hash h, bool older,
-                                                               uint64_t mask[BLOOM_BLOCK_WORDS],
                                                                _Atomic uint64_t **block)
 {
     const struct sbf_stage *s = &f->stages[n - 1];
-    bloom_mask(h, n - 1, s->k, mask);
     *block = stage_block(s, n - 1, h);
-    return bloom_test(*block, mask) || (older && has(f, n - 1, h));
+    return bloom_test_key(*block, h, n - 1, s->k) || (older && has(f, n - 1, h));
 }
 
 static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
 {
     uint32_t n = atomic_load_explicit(&f->nstages, memory_order_relaxed);
     struct sbf_stage *s = &f->stages[n - 1];
-    uint64_t mask[BLOOM_BLOCK_WORDS];
+    uint32_t stage = n - 1;
     _Atomic uint64_t *block;
-    if (newest_probe(f, n, h, true, mask, &block)) {
+    if (newest_probe(f, n, h, true, &block)) {
         *present = true;
         return SBF_OK;
     }
@@ -344,11 +336,11 @@ static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
             return rc;
         atomic_store_explicit(&f->nstages, n + 1, memory_order_release);
         s = &f->stages[n];
-        bloom_mask(h, n, s->k, mask);
+        stage = n;
         block = stage_block(s, n, h);
         items = 0;
     }
-    bloom_set(block, mask);
+    bloom_set_key(block, h, stage, s->k);
     atomic_store_explicit(&s->items, items + 1, memory_order_relaxed);
     *present = false;
     return SBF_OK;
@@ -456,11 +448,10 @@ uint64_t sbf_room(const struct sbf *f)
 static inline void shard_add_one(struct sbf *f, uint32_t n, struct sbf_hash h, bool fresh,
                                  size_t *count)
 {
-    uint64_t mask[BLOOM_BLOCK_WORDS];
     _Atomic uint64_t *block;
-    if (newest_probe(f, n, h, !fresh, mask, &block))
+    if (newest_probe(f, n, h, !fresh, &block))
         return;
-    bloom_set(block, mask);
+    bloom_set_key(block, h, n - 1, f->stages[n - 1].k);
     (*count)++;
 }
 
@@ -619,7 +610,7 @@ int sbf_union(struct sbf *dst, const struct sbf *src)
         const struct sbf_stage *s = &src->stages[i];
         uint64_t words = s->nblocks * BLOOM_BLOCK_WORDS;
         /* dst's writer is this call (union is a writer call on dst, kind.h), so a load
-         * and a store suffice, as in bloom_set; src may have its own writer, whose
+         * and a store suffice, as in bloom_set_key; src may have its own writer, whose
          * words are only read here. */
         for (uint64_t w = 0; w < words; w++) {
             uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
@@ -648,7 +639,7 @@ int sbf_intersect(struct sbf *dst, const struct sbf *src)
     const struct sbf_stage *s = &src->stages[0];
     uint64_t words = d->nblocks * BLOOM_BLOCK_WORDS;
     for (uint64_t w = 0; w < words; w++) {
-        /* Exclusive on dst: a plain load and store, as in bloom_set. */
+        /* Exclusive on dst: a plain load and store, as in bloom_set_key. */
         uint64_t v = atomic_load_explicit(&s->bits[w], memory_order_relaxed);
         uint64_t o = atomic_load_explicit(&d->bits[w], memory_order_relaxed);
         atomic_store_explicit(&d->bits[w], o & v, memory_order_relaxed);
