@@ -1,7 +1,9 @@
 /*
- * bench_proto.c - protocol throughput: parsing pipelined CHECKADD lines (1 to 1,000 keys
- * of 16 and 64 bytes, many lines in one buffer, as a server sees them after a large read)
- * and formatting CHECK replies. Each figure is the best of a few ~0.2 s runs.
+ * bench_proto.c - protocol throughput: parsing pipelined CHECKADD lines and the same keys
+ * as RESP BF.MADD arrays (1 to 1,000 keys of 16 and 64 bytes, many requests in one buffer,
+ * as a server sees them after a large read), and formatting CHECK replies. "walk" also
+ * visits every key as the server's execute loop does (proto_next_keys, 256 at a time).
+ * Each figure is the best of a few ~0.2 s runs.
  * Run: make bench-proto
  */
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 
 #include "proto/proto.h"
+#include "proto/resp.h"
 
 #define BENCH_BUF_BYTES ((size_t)8 << 20)
 #define BENCH_RUN_SECONDS 0.2
@@ -54,38 +57,81 @@ static size_t build_lines(char *buf, size_t keys, size_t key_len, size_t *lines)
     return n;
 }
 
+/* The same keys as "BF.MADD bench <keys>" RESP arrays; returns the length. */
+static size_t build_frames(char *buf, size_t keys, size_t key_len, size_t *lines)
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789_-";
+    size_t frame_len = 40 + keys * (key_len + 12);
+    size_t n = 0;
+    *lines = 0;
+    while (n + frame_len <= BENCH_BUF_BYTES || *lines == 0) {
+        n += (size_t)sprintf(buf + n, "*%zu\r\n$7\r\nBF.MADD\r\n$5\r\nbench\r\n", keys + 2);
+        for (size_t k = 0; k < keys; k++) {
+            n += (size_t)sprintf(buf + n, "$%zu\r\n", key_len);
+            for (size_t i = 0; i < key_len; i++)
+                buf[n++] = alphabet[rng() % (sizeof(alphabet) - 1)];
+            buf[n++] = '\r';
+            buf[n++] = '\n';
+        }
+        (*lines)++;
+    }
+    return n;
+}
+
+/* Every key of req, as the execute loop takes them. */
+static size_t walk_keys(const struct proto_request *req)
+{
+    struct proto_slice rest = req->args, keys[256];
+    size_t n, total = 0;
+    while ((n = proto_next_keys(req, &rest, keys, 256)) > 0)
+        total += n;
+    return total;
+}
+
+/* One request of buf[0..len) as the server parses it (text, or RESP then resp_map). */
+static int parse_one(bool resp, const char *buf, size_t len, struct proto_request *req,
+                     size_t *consumed)
+{
+    if (!resp)
+        return proto_parse(buf, len, NULL, req, consumed);
+    struct resp_command cmd;
+    struct resp_mapped m;
+    int rc = resp_parse(buf, len, NULL, &cmd, consumed);
+    if (rc != RESP_OK)
+        return rc;
+    resp_map(&cmd, &m);
+    if (m.why != NULL)
+        return -1;
+    *req = m.req;
+    return PROTO_OK;
+}
+
 /* Parses the whole buffer; with walk, also visits every key as the server does. */
-static size_t parse_all(const char *buf, size_t len, bool walk)
+static size_t parse_all(bool resp, const char *buf, size_t len, bool walk)
 {
     struct proto_request req;
     size_t consumed, keys = 0, off = 0;
     while (off < len) {
-        int rc = proto_parse(buf + off, len - off, NULL, &req, &consumed);
+        int rc = parse_one(resp, buf + off, len - off, &req, &consumed);
         if (rc != PROTO_OK) {
             fprintf(stderr, "bench_proto: unexpected parse result %d\n", rc);
             exit(1);
         }
-        if (walk) {
-            struct proto_slice rest = req.args, key;
-            while (proto_next_arg(&rest, &key))
-                keys += key.len > 0;
-        } else {
-            keys += req.nargs;
-        }
+        keys += walk ? walk_keys(&req) : req.nargs;
         off += consumed;
     }
     return keys;
 }
 
 /* Best seconds per pass over the buffer. */
-static double time_parse(const char *buf, size_t len, bool walk, size_t want_keys)
+static double time_parse(bool resp, const char *buf, size_t len, bool walk, size_t want_keys)
 {
     double best = 1e30;
     for (int run = 0; run < BENCH_RUNS; run++) {
         size_t passes = 0;
         double t0 = now(), t;
         do {
-            if (parse_all(buf, len, walk) != want_keys) {
+            if (parse_all(resp, buf, len, walk) != want_keys) {
                 fprintf(stderr, "bench_proto: key count mismatch\n");
                 exit(1);
             }
@@ -98,7 +144,7 @@ static double time_parse(const char *buf, size_t len, bool walk, size_t want_key
     return best;
 }
 
-static void bench_parse(void)
+static void bench_parse(bool resp)
 {
     static const size_t key_counts[] = {1, 10, 100, 1000};
     static const size_t key_lens[] = {16, 64};
@@ -107,18 +153,19 @@ static void bench_parse(void)
         perror("malloc");
         exit(1);
     }
-    printf("parse: pipelined CHECKADD lines, %zu MiB buffer, best of %d\n", BENCH_BUF_BYTES >> 20,
-           BENCH_RUNS);
-    printf("| keys/line | key bytes | parse MB/s | parse Mkeys/s | Mlines/s "
+    printf("%sparse: pipelined %s, %zu MiB buffer, best of %d\n", resp ? "\n" : "",
+           resp ? "RESP BF.MADD arrays" : "CHECKADD lines", BENCH_BUF_BYTES >> 20, BENCH_RUNS);
+    printf("| keys/request | key bytes | parse MB/s | parse Mkeys/s | Mrequests/s "
            "| parse+walk MB/s | parse+walk Mkeys/s |\n");
     printf("|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < sizeof(key_lens) / sizeof(key_lens[0]); i++)
         for (size_t j = 0; j < sizeof(key_counts) / sizeof(key_counts[0]); j++) {
             size_t lines;
-            size_t len = build_lines(buf, key_counts[j], key_lens[i], &lines);
+            size_t len = resp ? build_frames(buf, key_counts[j], key_lens[i], &lines)
+                              : build_lines(buf, key_counts[j], key_lens[i], &lines);
             size_t keys = lines * key_counts[j];
-            double t = time_parse(buf, len, false, keys);
-            double tw = time_parse(buf, len, true, keys);
+            double t = time_parse(resp, buf, len, false, keys);
+            double tw = time_parse(resp, buf, len, true, keys);
             printf("| %zu | %zu | %.0f | %.1f | %.2f | %.0f | %.1f |\n", key_counts[j], key_lens[i],
                    (double)len / t / 1e6, (double)keys / t / 1e6, (double)lines / t / 1e6,
                    (double)len / tw / 1e6, (double)keys / tw / 1e6);
@@ -173,7 +220,8 @@ static void bench_format(void)
 
 int main(void)
 {
-    bench_parse();
+    bench_parse(false);
+    bench_parse(true);
     bench_format();
     return 0;
 }

@@ -54,6 +54,27 @@ static int read_int(const char *buf, size_t len, size_t *pos, int64_t *out)
 
 #define MIN_BULK 6 /* "$0\r\n\r\n": the least an element takes */
 
+/*
+ * The common bulk header, "$" and 1 to 5 digits then CRLF, read with no bounds check per
+ * byte: p[0..8) must be readable and p[0] == '$'. Sets *b to the length and *skip to the
+ * header's bytes; false for anything else (the careful path then decides).
+ */
+static inline bool short_bulk(const char *p, size_t *b, size_t *skip)
+{
+    size_t v = 0, i = 1;
+    for (; i < 6; i++) {
+        unsigned d = (unsigned)(unsigned char)p[i] - '0';
+        if (d > 9)
+            break;
+        v = v * 10 + d;
+    }
+    if (i == 1 || p[i] != '\r' || p[i + 1] != '\n')
+        return false;
+    *b = v;
+    *skip = i + 2;
+    return true;
+}
+
 static int parse_array(const char *buf, size_t len, size_t max_frame, size_t max_args,
                        struct resp_command *cmd, size_t *consumed)
 {
@@ -76,23 +97,28 @@ static int parse_array(const char *buf, size_t len, size_t max_frame, size_t max
             return RESP_MORE;
         if (buf[pos] != '$')
             return fail(cmd, RESP_ERR_PROTOCOL, "expected '$' (an array of bulk strings)");
-        size_t hdr = pos++;
-        int64_t blen;
-        st = read_int(buf, len, &pos, &blen);
-        if (st == RESP_MORE)
-            return RESP_MORE;
-        /* A '-' is refused even before 0 ("$-0"): the keys' walk (resp_next_keys) reads
-         * digits only. */
-        if (st != RESP_OK || blen < 0 || buf[hdr + 1] == '-')
-            return fail(cmd, RESP_ERR_PROTOCOL, "invalid bulk length");
-        if (pos > max_frame) /* headers padded with zeros */
-            return fail(cmd, RESP_ERR_TOO_LONG, "invalid bulk length");
-        if ((uint64_t)blen > max_frame)
+        size_t hdr = pos, b, skip;
+        if (len - pos >= 8 && short_bulk(buf + pos, &b, &skip)) {
+            pos += skip;
+        } else {
+            int64_t blen;
+            pos++;
+            st = read_int(buf, len, &pos, &blen);
+            if (st == RESP_MORE)
+                return RESP_MORE;
+            /* A '-' is refused even before 0 ("$-0"): the keys' walk (resp_next_keys)
+             * reads digits only. */
+            if (st != RESP_OK || blen < 0 || buf[hdr + 1] == '-')
+                return fail(cmd, RESP_ERR_PROTOCOL, "invalid bulk length");
+            if ((uint64_t)blen > max_frame)
+                return fail(cmd, RESP_ERR_TOO_LONG, "invalid bulk length");
+            b = (size_t)blen;
+        }
+        if (pos > max_frame || b > max_frame) /* headers padded with zeros, or too long */
             return fail(cmd, RESP_ERR_TOO_LONG, "invalid bulk length");
         /* This element, then at least MIN_BULK bytes for each one after it. */
-        if ((uint64_t)blen + 2 + (uint64_t)(argc - 1 - i) * MIN_BULK > max_frame - pos)
+        if ((uint64_t)b + 2 + (uint64_t)(argc - 1 - i) * MIN_BULK > max_frame - pos)
             return fail(cmd, RESP_ERR_TOO_LONG, "request longer than max_line");
-        size_t b = (size_t)blen;
         if (len - pos < b + 2)
             return RESP_MORE;
         if (buf[pos + b] != '\r' || buf[pos + b + 1] != '\n')
@@ -187,15 +213,20 @@ size_t resp_next_keys(struct proto_slice *rest, struct proto_slice *keys, size_t
     /* The slice was validated by resp_parse; the bounds checks only keep a misuse safe. */
     while (n < max && left >= MIN_BULK && p[0] == '$') {
         size_t i = 1, b = 0;
-        while (i < left && p[i] >= '0' && p[i] <= '9')
-            b = b * 10 + (size_t)(p[i++] - '0');
-        if (i + 2 > left || b > left - i - 2 || left - i - 2 - b < 2)
+        if (left < 8 || !short_bulk(p, &b, &i)) {
+            i = 1;
+            b = 0;
+            while (i < left && p[i] >= '0' && p[i] <= '9')
+                b = b * 10 + (size_t)(p[i++] - '0');
+            i += 2; /* the CRLF, checked by resp_parse */
+        }
+        if (i > left || b > left - i || left - i - b < 2)
             break;
-        keys[n].ptr = p + i + 2;
+        keys[n].ptr = p + i;
         keys[n].len = b;
         n++;
-        p += i + 2 + b + 2;
-        left -= i + 2 + b + 2;
+        p += i + b + 2;
+        left -= i + b + 2;
     }
     if (n < max) { /* none left (or a misuse): stop for good */
         p += left;
