@@ -4,7 +4,7 @@
 # BF.MADD of 100 items vs CHECKADD of 100 keys per line, and one-key BF.ADD vs CHECKADD,
 # each row on a fresh daemon. Reports keys/s, p99 and the server's CPU time per key
 # (utime+stime from /proc, so the client's share of the 2 shared cores does not count),
-# the RESP/text ratios (medians over BENCH_ROUNDS interleaved rounds, default 3), a
+# the RESP/text ratios (medians over BENCH_ROUNDS interleaved rounds, default 5), a
 # RedisBloom BF.MADD row when a module is at hand
 # (BENCH_REDISBLOOM=/path/redisbloom.so; skipped otherwise), and redis-benchmark's BF.ADD
 # figure. Knobs (environment): BENCH_KEYS, BENCH_BATCH, BENCH_CONNS, BENCH_SECONDS.
@@ -95,7 +95,7 @@ fi
 # The rows of one round, text and RESP alternating, each on a fresh daemon; the ratios are
 # taken within a round, and their median over the rounds is reported (one run of each row
 # lasts about a second here: a single run's ratio swings with whatever else is running).
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
     echo "== round $ROUND of $ROUNDS: text CHECKADD $BATCH keys/line" >&2
     start 0
