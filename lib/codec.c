@@ -350,7 +350,8 @@ static int decode(sbf_read_fn read, void *ctx, uint64_t max_bytes, const struct 
         return SBF_EVERSION;
     uint32_t n = le_get32(hdr + 12);
     uint32_t growth = le_get32(hdr + 32);
-    if (n < 1 || n > SBF_MAX_STAGES || growth > SBF_GROWTH_LINEAR)
+    if (n < 1 || n > SBF_MAX_STAGES || growth > SBF_GROWTH_NONE ||
+        (growth == SBF_GROWTH_NONE && n != 1))
         return SBF_ECORRUPT;
     struct sbf_params p = {
         .capacity = le_get64(hdr + 16),

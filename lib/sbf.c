@@ -48,6 +48,8 @@ const char *sbf_strerror(int err)
         return "filter too big";
     case SBF_EGROWN:
         return "cannot intersect a filter that has grown beyond one stage";
+    case SBF_EFULL:
+        return "non scaling filter is full";
     case SBF_ENOTSUP:
         return "not supported by this filter kind";
     case SBF_EKIND:
@@ -82,10 +84,18 @@ void sbf_params_default(struct sbf_params *p)
     p->ratio = SBF_DEFAULT_RATIO;
 }
 
-/* Stage capacity c0*s^i or c0*s*i, 0 if it exceeds what one stage may hold. */
+const char *sbf_growth_name(enum sbf_growth g)
+{
+    return g == SBF_GROWTH_LINEAR ? "linear" : g == SBF_GROWTH_NONE ? "none" : "exponential";
+}
+
+/* Stage capacity c0*s^i or c0*s*i, 0 if it exceeds what one stage may hold (or if i > 0
+ * for a filter that does not grow). */
 static uint64_t stage_capacity(const struct sbf_params *p, uint32_t i)
 {
     double c = (double)p->capacity;
+    if (p->growth == SBF_GROWTH_NONE && i > 0)
+        return 0;
     if (p->growth == SBF_GROWTH_EXPONENTIAL) {
         for (uint32_t j = 0; j < i; j++)
             c *= p->scale;
@@ -100,8 +110,9 @@ static uint64_t stage_capacity(const struct sbf_params *p, uint32_t i)
 
 int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity, struct bloom_geom *g)
 {
-    /* Stage i gets p*(1-r)*r^i, so the compound rate is below p*(1-r)*sum r^i = p. */
-    double target = p->error * (1.0 - p->ratio);
+    /* Stage i gets p*(1-r)*r^i, so the compound rate is below p*(1-r)*sum r^i = p. The
+     * one stage of a filter that does not grow gets all of p. */
+    double target = p->growth == SBF_GROWTH_NONE ? p->error : p->error * (1.0 - p->ratio);
     for (uint32_t j = 0; j < i; j++)
         target *= p->ratio;
     uint64_t cap = stage_capacity(p, i);
@@ -117,7 +128,8 @@ bool sbf_params_in_range(const struct sbf_params *p)
     return p->capacity >= 1 && p->capacity <= SBF_MAX_CAPACITY &&
            (p->error > 0.0 && p->error < 1.0) && (p->ratio > 0.0 && p->ratio < 1.0) &&
            (p->scale >= 1.0 && p->scale <= 64.0) &&
-           (p->growth == SBF_GROWTH_EXPONENTIAL || p->growth == SBF_GROWTH_LINEAR);
+           (p->growth == SBF_GROWTH_EXPONENTIAL || p->growth == SBF_GROWTH_LINEAR ||
+            p->growth == SBF_GROWTH_NONE);
 }
 
 int sbf_params_check(const struct sbf_params *p)
@@ -329,6 +341,8 @@ static int add_one(struct sbf *f, struct sbf_hash h, bool *present)
     }
     uint64_t items = atomic_load_explicit(&s->items, memory_order_relaxed);
     if (items >= s->capacity) {
+        if (f->params.growth == SBF_GROWTH_NONE)
+            return SBF_EFULL;
         if (n == SBF_MAX_STAGES)
             return SBF_ELIMIT;
         int rc = stage_new(f, n);

@@ -42,6 +42,7 @@ enum sbf_err {
     SBF_EKIND = -11,    /* container: a kind tag this build does not know (container.h) */
     SBF_EBUDGET = -12,  /* codec: the budget refused the bits the input declares, checked
                            before anything is allocated or read */
+    SBF_EFULL = -13,    /* a filter that does not grow (SBF_GROWTH_NONE) is full */
 };
 
 /* Returns a short static description of an sbf_err ("out of memory", ...). */
@@ -53,7 +54,12 @@ const char *sbf_strerror(int err);
 enum sbf_growth {
     SBF_GROWTH_EXPONENTIAL = 0, /* c_i = c0 * s^i */
     SBF_GROWTH_LINEAR = 1,      /* c_0 = c0, c_i = c0 * s * i for i >= 1 */
+    SBF_GROWTH_NONE = 2,        /* one stage, given the whole error: a new key past its
+                                   capacity is refused (SBF_EFULL); RedisBloom's NONSCALING */
 };
+
+/* "exponential", "linear" or "none": as CREATE's growth= spells it. */
+const char *sbf_growth_name(enum sbf_growth g);
 
 struct sbf_params {
     uint64_t capacity;      /* keys the first stage takes, >= 1 */

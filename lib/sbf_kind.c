@@ -113,8 +113,7 @@ static void k_fields(const void *f, const struct sbf_estimate *e, kind_field_fn 
     sbf_info(f, &info);
     fn(ctx, "capacity", KIND_FIELD_U64, p->capacity, 0, NULL);
     fn(ctx, "error", KIND_FIELD_DOUBLE, 0, p->error, NULL);
-    fn(ctx, "growth", KIND_FIELD_STR, 0, 0,
-       p->growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
+    fn(ctx, "growth", KIND_FIELD_STR, 0, 0, sbf_growth_name(p->growth));
     fn(ctx, "scale", KIND_FIELD_DOUBLE, 0, p->scale, NULL);
     fn(ctx, "ratio", KIND_FIELD_DOUBLE, 0, p->ratio, NULL);
     fn(ctx, "stages", KIND_FIELD_U64, info.stages, 0, NULL);

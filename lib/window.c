@@ -109,8 +109,8 @@ int window_params_check(const struct window_params *p)
 {
     if (p->generations < WINDOW_MIN_GENERATIONS || p->generations > WINDOW_MAX_GENERATIONS ||
         p->window_ms < (uint64_t)WINDOW_MIN_MS || p->window_ms > (uint64_t)WINDOW_MAX_MS ||
-        !sbf_params_in_range(&p->sbf))
-        return SBF_EINVAL;
+        !sbf_params_in_range(&p->sbf) || p->sbf.growth == SBF_GROWTH_NONE)
+        return SBF_EINVAL; /* a generation must take every key of its span: it grows */
     struct sbf_params gp;
     window_generation_params(p, &gp);
     return sbf_params_check(&gp);

@@ -139,8 +139,7 @@ static void k_fields(const void *f, const struct sbf_estimate *e, kind_field_fn 
     fn(ctx, "capacity", KIND_FIELD_U64, p->sbf.capacity, 0, NULL);
     fn(ctx, "generation_capacity", KIND_FIELD_U64, gp.capacity, 0, NULL);
     fn(ctx, "error", KIND_FIELD_DOUBLE, 0, p->sbf.error, NULL);
-    fn(ctx, "growth", KIND_FIELD_STR, 0, 0,
-       p->sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
+    fn(ctx, "growth", KIND_FIELD_STR, 0, 0, sbf_growth_name(p->sbf.growth));
     fn(ctx, "scale", KIND_FIELD_DOUBLE, 0, p->sbf.scale, NULL);
     fn(ctx, "ratio", KIND_FIELD_DOUBLE, 0, p->sbf.ratio, NULL);
     fn(ctx, "live_generations", KIND_FIELD_U64, live, 0, NULL);

@@ -440,8 +440,11 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
             c->growth = PROTO_GROWTH_EXPONENTIAL;
         else if (slice_eq_nocase(val, "linear"))
             c->growth = PROTO_GROWTH_LINEAR;
+        else if (slice_eq_nocase(val, "none"))
+            c->growth = PROTO_GROWTH_NONE;
         else
-            return fail(req, PROTO_ERR_OPTION, "growth must be exponential or linear", val);
+            return fail(req, PROTO_ERR_OPTION, "growth must be exponential, linear or none",
+                        val);
         return PROTO_OK;
     }
 }

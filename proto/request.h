@@ -60,6 +60,7 @@ enum proto_create_opt {
 enum proto_growth {
     PROTO_GROWTH_EXPONENTIAL = 0,
     PROTO_GROWTH_LINEAR = 1,
+    PROTO_GROWTH_NONE = 2, /* growth=none: one stage, full at its capacity (NONSCALING) */
 };
 
 struct proto_create {

@@ -374,6 +374,16 @@ static bool expansion(struct proto_slice a, struct resp_mapped *m, const char *b
     return true;
 }
 
+/* NONSCALING: a filter of one stage with all of the error, refusing new keys once full
+ * (-ERR non scaling filter is full), as RedisBloom's. */
+static void nonscaling(struct resp_mapped *m)
+{
+    if (!m->nonscaling)
+        return;
+    m->req.create.growth = PROTO_GROWTH_NONE;
+    m->req.create.set |= PROTO_OPT_GROWTH;
+}
+
 /* The options after BF.RESERVE's capacity, and our own: WINDOW d [GENERATIONS g], KIND k. */
 static void reserve_options(const struct resp_command *cmd, struct resp_mapped *m)
 {
@@ -425,6 +435,12 @@ static void reserve_options(const struct resp_command *cmd, struct resp_mapped *
         m->why = "ERR GENERATIONS needs WINDOW";
     else if ((o->set & PROTO_OPT_WINDOW) && (o->set & PROTO_OPT_KIND))
         m->why = "ERR WINDOW makes a windowed filter: no KIND with it";
+    else if (m->nonscaling && (o->set & PROTO_OPT_WINDOW))
+        m->why = "ERR NONSCALING makes a filter of one stage: a window's generations grow";
+    else if (m->nonscaling && (o->set & PROTO_OPT_KIND) && !resp_arg_is(o->kind, "BLOCKED"))
+        m->why = "ERR NONSCALING is for KIND blocked: an expandable filter grows in place";
+    else
+        nonscaling(m);
 }
 
 static void map_reserve(const struct resp_command *cmd, struct resp_mapped *m)
@@ -521,6 +537,7 @@ static void map_insert(const struct resp_command *cmd, struct resp_mapped *m,
         why_arity(e, m);
         return;
     }
+    nonscaling(m); /* over EXPANSION, as RedisBloom's BF.INSERT takes both */
     keys_from(cmd, items, &m->req);
 }
 

@@ -140,7 +140,7 @@ struct resp_mapped {
     enum resp_op op;
     struct proto_request req;
     bool create;                /* BF.INSERT: create the filter with req.create first */
-    bool nonscaling;            /* NONSCALING was given (accepted; see PROTOCOL.md) */
+    bool nonscaling;            /* NONSCALING was given: req.create has growth=none */
     enum resp_info_field field; /* BF.INFO */
     const char *why;            /* static; NULL when the command may run */
     char why_buf[200];          /* why points here when it names the command */

@@ -50,8 +50,9 @@ void commands_create_params(const struct server *srv, const struct proto_create 
     if (o->set & PROTO_OPT_ERROR)
         p.sbf.error = o->error;
     if (o->set & PROTO_OPT_GROWTH)
-        p.sbf.growth =
-            o->growth == PROTO_GROWTH_LINEAR ? SBF_GROWTH_LINEAR : SBF_GROWTH_EXPONENTIAL;
+        p.sbf.growth = o->growth == PROTO_GROWTH_LINEAR ? SBF_GROWTH_LINEAR
+                       : o->growth == PROTO_GROWTH_NONE ? SBF_GROWTH_NONE
+                                                        : SBF_GROWTH_EXPONENTIAL;
     if (o->set & PROTO_OPT_SCALE)
         p.sbf.scale = o->scale;
     if (o->set & PROTO_OPT_RATIO)
@@ -123,9 +124,9 @@ static void exists(struct result *res, const struct filter *f, const struct kind
     } else if ((set & PROTO_OPT_GROWTH) && have.sbf.growth != p->sbf.growth) {
         opt = "growth";
         snprintf(had, sizeof had, "%s",
-                 have.sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
+                 sbf_growth_name(have.sbf.growth));
         snprintf(asked, sizeof asked, "%s",
-                 p->sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
+                 sbf_growth_name(p->sbf.growth));
     } else if ((set & PROTO_OPT_SCALE) && have.sbf.scale != p->sbf.scale) {
         opt = "scale";
         proto_format_double(had, sizeof had, have.sbf.scale);
@@ -178,7 +179,7 @@ static void exists(struct result *res, const struct filter *f, const struct kind
              "%s: exists %s, asked %s; filter exists with other parameters (capacity=%llu "
              "error=%s growth=%s scale=%s ratio=%s%s)",
              opt, had, asked, (unsigned long long)have.sbf.capacity, err,
-             have.sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential", scale, ratio, win);
+             sbf_growth_name(have.sbf.growth), scale, ratio, win);
     result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
 }
 

@@ -144,7 +144,7 @@ static int decode_params(const void *in, size_t n, struct kind_params *p, uint64
         return -1;
     *seed = n == PARAMS_BYTES ? le_get64(b + 64) : 0;
     uint64_t growth = le_get64(b + 16);
-    if (growth > SBF_GROWTH_LINEAR || le_get64(b + 48) > UINT32_MAX)
+    if (growth > SBF_GROWTH_NONE || le_get64(b + 48) > UINT32_MAX)
         return -1;
     *p = (struct kind_params){
         .sbf = {.capacity = le_get64(b),

@@ -35,10 +35,13 @@ static const unsigned plan_factors[] = {1, 10, 100};
 
 /* Stage i's capacity, as lib/sbf.c grows it (sbf.h: c0*s^i, or c0*s*i); 0 past
  * SBF_MAX_CAPACITY, the largest stage sbf_first_stage_bytes sizes (the library builds
- * stages up to 2^48 keys: a plan that needs one shows its stages as null). */
+ * stages up to 2^48 keys: a plan that needs one shows its stages as null), and for any
+ * stage after the first of a filter that does not grow (growth=none). */
 static uint64_t stage_capacity(const struct sbf_params *p, uint32_t i)
 {
     double c = (double)p->capacity;
+    if (p->growth == SBF_GROWTH_NONE && i > 0)
+        return 0;
     if (p->growth == SBF_GROWTH_EXPONENTIAL) {
         for (uint32_t j = 0; j < i; j++)
             c *= p->scale;
@@ -137,7 +140,7 @@ static void plan_kind(struct server *srv, struct evbuffer *out, const struct kin
     json_number(out, p->sbf.error);
     if (ops == KINDS_DEFAULT || ops == window) {
         evbuffer_add_printf(out, ",\"growth\":\"%s\",\"scale\":",
-                            p->sbf.growth == SBF_GROWTH_LINEAR ? "linear" : "exponential");
+                            sbf_growth_name(p->sbf.growth));
         json_number(out, p->sbf.scale);
         evbuffer_add_printf(out, ",\"ratio\":");
         json_number(out, p->sbf.ratio);

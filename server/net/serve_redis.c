@@ -238,6 +238,15 @@ static uint64_t field_u64(const struct result *r, const char *name, uint64_t def
     return def;
 }
 
+/* True if INFO field name in r is the string want. */
+static bool field_is(const struct result *r, const char *name, const char *want)
+{
+    for (size_t i = 0; i < r->nfields; i++)
+        if (strcmp(r->fields[i].name, name) == 0 && r->fields[i].str != NULL)
+            return strcmp(r->fields[i].str, want) == 0;
+    return false;
+}
+
 static void bf_info(struct conn *c, const struct resp_mapped *m, bool card)
 {
     struct worker *w = conn_worker(c);
@@ -262,11 +271,15 @@ static void bf_info(struct conn *c, const struct resp_mapped *m, bool card)
         };
         static const char *const names[5] = {"Capacity", "Size", "Number of filters",
                                              "Number of items inserted", "Expansion rate"};
+        bool fixed = field_is(res, "growth", "none"); /* NONSCALING: no expansion rate */
         if (card) {
             resp_reply_int(b, (int64_t)items);
         } else if (m->field != RESP_INFO_ALL) {
             resp_reply_array(b, 1);
-            resp_reply_int(b, (int64_t)v[m->field - 1]);
+            if (fixed && m->field == RESP_INFO_EXPANSION)
+                resp_reply_null(b, ver);
+            else
+                resp_reply_int(b, (int64_t)v[m->field - 1]);
         } else {
             resp_reply_map(b, 5, ver);
             for (size_t i = 0; i < 5; i++) {
@@ -274,7 +287,10 @@ static void bf_info(struct conn *c, const struct resp_mapped *m, bool card)
                     resp_reply_bulk_str(b, names[i]);
                 else
                     resp_reply_simple(b, names[i]);
-                resp_reply_int(b, (int64_t)v[i]);
+                if (fixed && i == 4)
+                    resp_reply_null(b, ver);
+                else
+                    resp_reply_int(b, (int64_t)v[i]);
             }
         }
     }

@@ -231,7 +231,7 @@ def test_quit(client):
     ("CREATE f ratio=1", "CLIENT_ERROR ratio must be in (0, 1) '1'"),
     ("CREATE f scale=0", "CLIENT_ERROR scale must be between 1 and 64 '0'"),
     ("CREATE f scale=0.5", "CLIENT_ERROR scale must be between 1 and 64 '0.5'"),
-    ("CREATE f growth=fast", "CLIENT_ERROR growth must be exponential or linear 'fast'"),
+    ("CREATE f growth=fast", "CLIENT_ERROR growth must be exponential, linear or none 'fast'"),
     ("FOO", "ERROR unknown command 'FOO'"),
     ("CREAT x", "ERROR unknown command 'CREAT'"),
     ("DELETE f", "CLIENT_ERROR wrong number of arguments: no keys"),

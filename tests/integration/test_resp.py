@@ -133,6 +133,65 @@ def test_redis_py_insert_and_autocreate(resp):
     assert bf.info("auto").filterNum > 1
 
 
+def refused_adds(bf, name, prefix, n=20):
+    """BF.ADDs n keys never added to a full non-scaling filter: each is refused, or reads
+    present (a false positive, 1% here, answered 0); returns how many were refused."""
+    refused = 0
+    for i in range(n):
+        try:
+            assert bf.add(name, "%s-%d" % (prefix, i)) == 0
+        except redis.ResponseError as e:
+            assert str(e) == "non scaling filter is full"
+            refused += 1
+    return refused
+
+
+def test_redis_py_nonscaling(resp):
+    """NONSCALING as RedisBloom's: one stage, full at its capacity; new keys past it get
+    'non scaling filter is full', keys it holds still answer 0; it stays so after a restart
+    and is CREATE's growth=none on the text port."""
+    d, port = resp
+    r = rclient(port)
+    bf = r.bf()
+    assert bf.create("fixed", 0.01, 1000, noScale=True)
+    keys = ["k%d" % i for i in range(3000)]
+    new = 0
+    full_at = None
+    for i in range(0, len(keys), 100):
+        try:
+            new += bf.madd("fixed", *keys[i:i + 100]).count(1)
+        except redis.ResponseError as e:
+            assert "non scaling filter is full" in str(e)
+            full_at = i
+            break
+    assert full_at is not None and new <= 1000
+    assert r.execute_command("BF.CARD", "fixed") == 1000
+    assert bf.add("fixed", keys[0]) == 0  # a key it holds: no error
+    assert refused_adds(bf, "fixed", "never-added-x") >= 17
+    assert bf.info("fixed").expansionRate is None
+    raw = Raw(port)  # redis-py parses every BF.INFO reply as the whole map
+    raw.send(b"*3\r\n$7\r\nBF.INFO\r\n$5\r\nfixed\r\n$9\r\nEXPANSION\r\n")
+    raw.expect(b"*1\r\n$-1\r\n")
+    raw.close()
+    assert bf.info("fixed").filterNum == 1
+    assert all(v == 1 for v in bf.mexists("fixed", *keys[:full_at]))
+    with pytest.raises(redis.ResponseError, match="Nonscaling filters cannot expand"):
+        r.execute_command("BF.RESERVE", "x", "0.01", "100", "NONSCALING", "EXPANSION", "2")
+    with pytest.raises(redis.ResponseError, match="non scaling filter is full"):
+        bf.insert("ins", ["i%d" % i for i in range(50)], capacity=10, noScale=True)
+    assert r.execute_command("BF.CARD", "ins") == 10
+    c = d.client()
+    assert "STAT growth none" in c.block("INFO fixed")
+    assert c.cmd("CREATE t growth=none capacity=5") == "CREATED"
+    replies = [c.cmd("CHECKADD t key%d" % i) for i in range(12)]
+    assert "SERVER_ERROR non scaling filter is full" in replies
+    d.restart()
+    r = rclient(port)
+    assert refused_adds(r.bf(), "fixed", "never-added-y") >= 17
+    assert r.execute_command("BF.CARD", "fixed") == 1000
+    assert r.bf().info("fixed").expansionRate is None
+
+
 def test_redis_py_errors(resp):
     d, port = resp
     r = rclient(port)

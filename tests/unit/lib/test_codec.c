@@ -195,6 +195,34 @@ static struct mem_out encode_v2(const struct sbf *f)
     return o;
 }
 
+/* growth=none survives the codec: the decoded filter is full where the original is. */
+static void test_round_trip_nonscaling(void **state)
+{
+    (void)state;
+    struct sbf *f = filled(1000, SBF_GROWTH_NONE, 4, 0);
+    int rc = SBF_OK;
+    uint64_t i = 0;
+    for (; rc == SBF_OK; i++)
+        rc = sbf_add(f, key(4, i), NULL);
+    assert_int_equal(rc, SBF_EFULL);
+    struct mem_out o = encode(f);
+    struct sbf *g = NULL;
+    assert_int_equal(decode(o.data, o.len, 7, UINT64_MAX, &g), SBF_OK);
+    assert_int_equal(sbf_params(g)->growth, SBF_GROWTH_NONE);
+    assert_true(sbf_compatible(f, g));
+    bool present = false;
+    assert_int_equal(sbf_checkadd(g, key(4, 0), &present), SBF_OK);
+    assert_true(present);
+    assert_int_equal(sbf_checkadd(g, key(4, i - 1), &present), SBF_EFULL);
+    struct mem_out o2 = encode(g);
+    assert_int_equal(o2.len, o.len);
+    assert_memory_equal(o2.data, o.data, o.len);
+    free(o.data);
+    free(o2.data);
+    sbf_free(f);
+    sbf_free(g);
+}
+
 static void test_every_corruption(void **state)
 {
     (void)state;
@@ -422,7 +450,11 @@ static void test_hostile_headers(void **state)
     assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
     r.pos = 0;
     r.len = hostile(buf, &p, 1, 1);
-    put_u32(buf + 32, 2); /* growth */
+    put_u32(buf + 32, 3); /* growth */
+    assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
+    r.pos = 0;
+    r.len = hostile(buf, &p, 2, 2);
+    put_u32(buf + 32, SBF_GROWTH_NONE); /* a filter that does not grow, with two stages */
     assert_int_equal(sbf_decode(mem_read, &r, UINT64_MAX, &sb, &f), SBF_ECORRUPT);
     r.pos = 0;
     r.len = hostile(buf, &p, 1, 1);
@@ -661,6 +693,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_round_trip_nonscaling),
         cmocka_unit_test(test_every_corruption),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_version_and_limits),

@@ -534,6 +534,58 @@ static void test_stage_limit(void **state)
 }
 
 /*
+ * growth=none (RedisBloom's NONSCALING): one stage with the whole error. Once it holds its
+ * capacity a new key is refused with SBF_EFULL and not added, a key it holds still answers
+ * present, a batch stops at the first refused key, and the rate at capacity is within the
+ * whole promise (not the first stage's share of a growing filter).
+ */
+static void test_nonscaling(void **state)
+{
+    (void)state;
+    enum { CAP = 20000, PROBES = 200000 };
+    struct sbf_params p;
+    sbf_params_default(&p);
+    p.capacity = CAP;
+    p.error = 0.01;
+    p.growth = SBF_GROWTH_NONE;
+    assert_int_equal(sbf_params_check(&p), SBF_OK);
+    assert_string_equal(sbf_growth_name(p.growth), "none");
+    struct sbf *f = NULL;
+    assert_int_equal(sbf_new(&p, NULL, &f), SBF_OK);
+    assert_int_equal(sbf_room(f), CAP);
+    uint64_t i = 0;
+    int rc = SBF_OK;
+    for (; rc == SBF_OK && i < 2 * CAP; i++)
+        rc = sbf_add(f, key(61, i), NULL);
+    assert_int_equal(rc, SBF_EFULL);
+    uint64_t refused = i - 1; /* key(61, refused) was new and refused */
+    struct sbf_info info;
+    info_of(f, &info);
+    assert_int_equal(info.stages, 1);
+    assert_int_equal(info.items, CAP);
+    assert_int_equal(sbf_room(f), 0);
+    assert_false(sbf_check(f, key(61, refused)));
+    assert_int_equal(count_present(f, 61, 0, refused), refused);
+
+    bool present = false;
+    assert_int_equal(sbf_checkadd(f, key(61, 0), &present), SBF_OK);
+    assert_true(present);
+    struct sbf_hash h[3] = {key(61, 1), key(61, refused), key(61, 2)};
+    bool bits[3] = {false, false, false};
+    assert_int_equal(sbf_checkadd_batch(f, h, 3, bits), SBF_EFULL);
+    assert_true(bits[0]);
+    info_of(f, &info);
+    assert_int_equal(info.items, CAP);
+
+    double fp = (double)count_present(f, 62, 0, PROBES) / (double)PROBES;
+    double sigma = sqrt(p.error * (1.0 - p.error) / (double)PROBES);
+    print_message("growth=none p=0.01 at capacity: measured %.4g\n", fp);
+    assert_true(fp <= p.error + 4.0 * sigma);
+    assert_true(fp > p.error * (1.0 - SBF_DEFAULT_RATIO)); /* sized for all of p, not a share */
+    sbf_free(f);
+}
+
+/*
  * Union and intersection against exact sets. A holds [0, 3000), B holds [1500, 9000) of
  * one namespace; both were created for 1000 keys, so A has 2 stages and B 4.
  */
@@ -819,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_clear_large),
         cmocka_unit_test(test_stage_limit),
+        cmocka_unit_test(test_nonscaling),
         cmocka_unit_test(test_union_intersect),
         cmocka_unit_test(test_union_budget),
         cmocka_unit_test(test_concurrent_reader),

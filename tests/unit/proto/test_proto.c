@@ -390,6 +390,11 @@ static void test_parse_create_values(void **state)
     assert_int_equal(req.create.set, PROTO_OPT_GROWTH);
     assert_int_equal(req.create.growth, PROTO_GROWTH_EXPONENTIAL);
 
+    in = "CREATE g growth=NONE\n";
+    assert_int_equal(proto_parse(in, strlen(in), NULL, &req, &consumed), PROTO_OK);
+    assert_int_equal(req.create.set, PROTO_OPT_GROWTH);
+    assert_int_equal(req.create.growth, PROTO_GROWTH_NONE);
+
     /* A later request does not inherit options from an earlier one. */
     in = "CREATE h\n";
     assert_int_equal(proto_parse(in, strlen(in), NULL, &req, &consumed), PROTO_OK);

@@ -296,6 +296,16 @@ static void test_map_commands(void **state)
     map_inline("bf.reserve f 0.01 100 nonscaling", &m);
     assert_null(m.why);
     assert_true(m.nonscaling);
+    assert_true(m.req.create.set & PROTO_OPT_GROWTH);
+    assert_int_equal(m.req.create.growth, PROTO_GROWTH_NONE);
+    expect_why("BF.RESERVE f 0.01 100 NONSCALING WINDOW 1h",
+               "ERR NONSCALING makes a filter of one stage: a window's generations grow");
+    expect_why("BF.RESERVE f 0.01 100 NONSCALING KIND expandable",
+               "ERR NONSCALING is for KIND blocked: an expandable filter grows in place");
+    map_inline("BF.RESERVE f 0.01 100 NONSCALING KIND blocked", &m);
+    assert_null(m.why);
+    map_inline("BF.RESERVE f 0.01 100", &m);
+    assert_false(m.req.create.set & PROTO_OPT_GROWTH);
 
     map_inline("BF.INSERT f CAPACITY 1000 ERROR 0.001 EXPANSION 3 NONSCALING ITEMS a b", &m);
     assert_null(m.why);
@@ -303,6 +313,7 @@ static void test_map_commands(void **state)
     assert_true(m.create);
     assert_int_equal(m.req.cmd, PROTO_CMD_CHECKADD);
     assert_int_equal(m.req.create.capacity, 1000);
+    assert_int_equal(m.req.create.growth, PROTO_GROWTH_NONE);
     assert_int_equal(m.req.nargs, 2);
 
     map_inline("BF.INSERT f NOCREATE ITEMS a", &m);

@@ -221,8 +221,8 @@ class Client:
         if error is not None:
             parts.append(b"error=" + repr(float(error)).encode())
         if growth is not None:
-            if growth not in ("exponential", "linear"):
-                raise ValueError("growth must be 'exponential' or 'linear'")
+            if growth not in ("exponential", "linear", "none"):
+                raise ValueError("growth must be 'exponential', 'linear' or 'none'")
             parts.append(b"growth=" + growth.encode())
         if scale is not None:
             parts.append(b"scale=" + repr(float(scale)).encode())
