@@ -121,6 +121,7 @@ static void k_fields(const void *f, const struct sbf_estimate *est, kind_field_f
     fn(ctx, "splits", KIND_FIELD_U64, i.splits, 0, NULL);
     fn(ctx, "level", KIND_FIELD_U64, i.level, 0, NULL);
     fn(ctx, "stash", KIND_FIELD_U64, i.stash, 0, NULL);
+    fn(ctx, "stages", KIND_FIELD_U64, i.stages, 0, NULL);
     fn(ctx, "bytes", KIND_FIELD_U64, i.bytes, 0, NULL);
     fn(ctx, "items", KIND_FIELD_U64, i.items, 0, NULL);
     fn(ctx, "entries", KIND_FIELD_U64, i.entries, 0, NULL);

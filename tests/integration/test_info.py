@@ -67,7 +67,7 @@ BEFORE = {
             ("estimated_error", "3.6637359812630166e-15"), ("snapshot_time", "0")],
     "ex": [("name", "ex"), ("capacity", "1000"), ("error", "0.01"), ("size", "128"),
            ("load", "0.6891084558823529"), ("fingerprint_bits", "10"), ("expansions", "0"),
-           ("splits", "0"), ("level", "7"), ("stash", "0"), ("bytes", "8192"),
+           ("splits", "0"), ("level", "7"), ("stash", "0"), ("stages", "1"), ("bytes", "8192"),
            ("items", "2999"), ("entries", "2999"), ("total_capacity", "3481"),
            ("estimated_error", "0.000586680876903063"), ("snapshot_time", "0")],
 }
