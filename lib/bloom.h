@@ -120,8 +120,8 @@ static inline void bloom_mask(struct sbf_hash h, uint32_t stage, uint32_t k,
  * block: k loads of one cache line and no branch per bit. Building the 8-word mask first
  * cost a read-modify-write of a stack word per bit, a third of a grown filter's add path.
  */
-static inline bool bloom_test_key(const _Atomic uint64_t *block, struct sbf_hash h,
-                                  uint32_t stage, uint32_t k)
+static inline bool bloom_test_key(const _Atomic uint64_t *block, struct sbf_hash h, uint32_t stage,
+                                  uint32_t k)
 {
     struct bloom_walk p = bloom_walk_start(h, stage);
     uint64_t miss = 0;
@@ -148,10 +148,9 @@ static inline void bloom_set_key(_Atomic uint64_t *block, struct sbf_hash h, uin
     for (uint32_t i = 0; i < k; i++) {
         uint32_t pos = bloom_walk_next(&p);
         _Atomic uint64_t *word = &block[pos >> 6];
-        atomic_store_explicit(word,
-                              atomic_load_explicit(word, memory_order_relaxed) |
-                                  (UINT64_C(1) << (pos & 63u)),
-                              memory_order_relaxed);
+        atomic_store_explicit(
+            word, atomic_load_explicit(word, memory_order_relaxed) | (UINT64_C(1) << (pos & 63u)),
+            memory_order_relaxed);
     }
 }
 

@@ -443,8 +443,7 @@ static int parse_option(struct proto_slice opt, struct proto_request *req)
         else if (slice_eq_nocase(val, "none"))
             c->growth = PROTO_GROWTH_NONE;
         else
-            return fail(req, PROTO_ERR_OPTION, "growth must be exponential, linear or none",
-                        val);
+            return fail(req, PROTO_ERR_OPTION, "growth must be exponential, linear or none", val);
         return PROTO_OK;
     }
 }

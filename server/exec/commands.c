@@ -123,10 +123,8 @@ static void exists(struct result *res, const struct filter *f, const struct kind
         proto_format_double(asked, sizeof asked, p->sbf.error);
     } else if ((set & PROTO_OPT_GROWTH) && have.sbf.growth != p->sbf.growth) {
         opt = "growth";
-        snprintf(had, sizeof had, "%s",
-                 sbf_growth_name(have.sbf.growth));
-        snprintf(asked, sizeof asked, "%s",
-                 sbf_growth_name(p->sbf.growth));
+        snprintf(had, sizeof had, "%s", sbf_growth_name(have.sbf.growth));
+        snprintf(asked, sizeof asked, "%s", sbf_growth_name(p->sbf.growth));
     } else if ((set & PROTO_OPT_SCALE) && have.sbf.scale != p->sbf.scale) {
         opt = "scale";
         proto_format_double(had, sizeof had, have.sbf.scale);

@@ -139,8 +139,7 @@ static void plan_kind(struct server *srv, struct evbuffer *out, const struct kin
                         (unsigned long long)p->sbf.capacity);
     json_number(out, p->sbf.error);
     if (ops == KINDS_DEFAULT || ops == window) {
-        evbuffer_add_printf(out, ",\"growth\":\"%s\",\"scale\":",
-                            sbf_growth_name(p->sbf.growth));
+        evbuffer_add_printf(out, ",\"growth\":\"%s\",\"scale\":", sbf_growth_name(p->sbf.growth));
         json_number(out, p->sbf.scale);
         evbuffer_add_printf(out, ",\"ratio\":");
         json_number(out, p->sbf.ratio);

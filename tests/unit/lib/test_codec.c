@@ -692,16 +692,11 @@ static void test_v3_not_canonical(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_round_trip_nonscaling),
-        cmocka_unit_test(test_every_corruption),
-        cmocka_unit_test(test_every_truncation),
-        cmocka_unit_test(test_version_and_limits),
-        cmocka_unit_test(test_callback_failures),
-        cmocka_unit_test(test_hostile_headers),
-        cmocka_unit_test(test_encode_beside_writer),
-        cmocka_unit_test(test_verify_detects),
-        cmocka_unit_test(test_v3_sizes),
+        cmocka_unit_test(test_round_trip),         cmocka_unit_test(test_round_trip_nonscaling),
+        cmocka_unit_test(test_every_corruption),   cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_version_and_limits), cmocka_unit_test(test_callback_failures),
+        cmocka_unit_test(test_hostile_headers),    cmocka_unit_test(test_encode_beside_writer),
+        cmocka_unit_test(test_verify_detects),     cmocka_unit_test(test_v3_sizes),
         cmocka_unit_test(test_v3_not_canonical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
