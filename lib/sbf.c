@@ -108,13 +108,21 @@ static uint64_t stage_capacity(const struct sbf_params *p, uint32_t i)
     return n ? n : 1;
 }
 
-int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity, struct bloom_geom *g)
+double sbf_stage_error(const struct sbf_params *p, uint32_t i)
 {
     /* Stage i gets p*(1-r)*r^i, so the compound rate is below p*(1-r)*sum r^i = p. The
      * one stage of a filter that does not grow gets all of p. */
-    double target = p->growth == SBF_GROWTH_NONE ? p->error : p->error * (1.0 - p->ratio);
+    if (p->growth == SBF_GROWTH_NONE)
+        return p->error;
+    double target = p->error * (1.0 - p->ratio);
     for (uint32_t j = 0; j < i; j++)
         target *= p->ratio;
+    return target;
+}
+
+int sbf_stage_plan(const struct sbf_params *p, uint32_t i, uint64_t *capacity, struct bloom_geom *g)
+{
+    double target = sbf_stage_error(p, i);
     uint64_t cap = stage_capacity(p, i);
     if (cap == 0 || bloom_geom_for(cap, target, g) != SBF_OK)
         return SBF_ELIMIT;
@@ -280,8 +288,9 @@ const struct sbf_params *sbf_params(const struct sbf *f)
 bool sbf_compatible(const struct sbf *a, const struct sbf *b)
 {
     const struct sbf_params *x = &a->params, *y = &b->params;
+    /* Scale and ratio shape later stages, which a filter that does not grow never has. */
     return x->capacity == y->capacity && x->error == y->error && x->growth == y->growth &&
-           x->scale == y->scale && x->ratio == y->ratio;
+           (x->growth == SBF_GROWTH_NONE || (x->scale == y->scale && x->ratio == y->ratio));
 }
 
 /* ---- probing ---- */

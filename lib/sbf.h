@@ -127,7 +127,7 @@ bool sbf_compatible(const struct sbf *a, const struct sbf *b);
  * Single-key operations. sbf_add sets *added (may be NULL) to true if the key was new.
  * sbf_checkadd sets *present to whether the key was already there, then adds it.
  * Adding may append a stage: returns SBF_ENOMEM or SBF_ELIMIT if that fails, and the
- * filter is unchanged.
+ * filter is unchanged; a new key for a full filter that does not grow gets SBF_EFULL.
  */
 int sbf_add(struct sbf *f, struct sbf_hash h, bool *added);
 bool sbf_check(const struct sbf *f, struct sbf_hash h);

@@ -38,6 +38,10 @@ struct sbf {
  */
 bool sbf_params_in_range(const struct sbf_params *p);
 
+/* The false-positive rate stage i is sized for: p*(1-r)*r^i, or all of p when the filter
+ * does not grow. */
+double sbf_stage_error(const struct sbf_params *p, uint32_t i);
+
 /*
  * Capacity and geometry of stage i under params p (p at least in range). Returns 0, or
  * SBF_ELIMIT if that stage cannot exist (capacity or target error out of range).

@@ -23,9 +23,7 @@ bool sbf_stage(const struct sbf *f, uint32_t i, struct sbf_stage_view *out)
     const struct sbf_stage *s = stage_at(f, i);
     if (s == NULL)
         return false;
-    double target = f->params.error * (1.0 - f->params.ratio);
-    for (uint32_t j = 0; j < i; j++)
-        target *= f->params.ratio;
+    double target = sbf_stage_error(&f->params, i);
     out->capacity = s->capacity;
     out->items = atomic_load_explicit(&s->items, memory_order_relaxed);
     out->bytes = s->nblocks * BLOOM_BLOCK_BYTES;

@@ -227,7 +227,7 @@ void proto_reply_parse_error(struct proto_buf *b, int status, const struct proto
 
 /* HELP: one line per command, as PROTOCOL.md documents them. */
 static const char *const help_lines[] = {
-    ("CREATE <name> [capacity=<n>] [error=<p>] [growth=exponential|linear] [scale=<s>] "
+    ("CREATE <name> [capacity=<n>] [error=<p>] [growth=exponential|linear|none] [scale=<s>] "
      "[ratio=<r>] [window=<d> [generations=<g>]] [kind=blocked|expandable]"),
     "ADD <name> <key>...",
     "CHECK <name> <key>...",

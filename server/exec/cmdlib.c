@@ -31,8 +31,9 @@ void cmdlib_lib_error(struct result *res, int err)
     case SBF_ELIMIT:
         result_set(res, RESULT_SERVER_ERROR, "filter cannot grow: stage limit reached");
         break;
-    case SBF_EFULL: /* RedisBloom's words, which its clients match */
-        result_set(res, RESULT_SERVER_ERROR, "non scaling filter is full");
+    case SBF_EFULL: /* RedisBloom's words, which its clients match; a client's error,
+                     * since no retry can succeed */
+        result_set(res, RESULT_CLIENT_ERROR, "non scaling filter is full");
         break;
     case SBF_EINCOMPAT:
         result_set(res, RESULT_CLIENT_ERROR, "incompatible filters");

@@ -207,6 +207,10 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");
         return;
     }
+    if (p.sbf.growth == SBF_GROWTH_NONE && ops != KINDS_DEFAULT) {
+        result_set(res, RESULT_CLIENT_ERROR, COMMANDS_WHY_GROWTH_NONE);
+        return;
+    }
     /* The data dir's secret, unless seed= asks for another (filters of separate daemons
      * combine only when their seeds are the same). */
     uint64_t seed = (o->set & PROTO_OPT_SEED) ? o->seed : srv->seed;

@@ -49,6 +49,10 @@ int commands_execute(struct server *srv, struct stats *st, const struct proto_re
 void commands_create_params(const struct server *srv, const struct proto_create *o,
                             const struct kind_ops *ops, struct kind_params *out);
 
+/* Why CREATE and /api/plan refuse growth=none for a kind other than blocked. */
+#define COMMANDS_WHY_GROWTH_NONE                                                                   \
+    "growth=none is for the blocked kind (a window's generations and an expandable filter grow)"
+
 /*
  * Makes sure the filter named name exists, creating it on first use (the memcached
  * listener's rule) with the options of the first config template matching its name, or

@@ -297,13 +297,18 @@ int mutate_add(struct server *srv, struct filter *f, const struct sbf_hash *h, s
     if (f->setop != NULL && watch_of(srv) != NULL)
         watch_of(srv)->added(f, h, n);
     /* After a failure the keys before the failing one were added; the whole batch is
-     * journaled (replaying a few more keys is safe). */
+     * journaled (replaying a few more keys is safe), except past a full filter that does
+     * not grow: the refused key and those after it must stay out (and a client retrying
+     * against it must not grow the journal), so only the d processed keys are. */
     size_t d = rc == SBF_OK ? n : processed(f, h, n), k = 0;
     for (size_t i = 0; i < d; i++)
         k += !bits[i];
-    journal_keys(srv, f, h, n, rc == SBF_OK ? bits : NULL, pos);
+    if (rc == SBF_EFULL)
+        journal_keys(srv, f, h, d, bits, pos);
+    else
+        journal_keys(srv, f, h, n, rc == SBF_OK ? bits : NULL, pos);
     filter_count_keys(f, d, k);
-    if (k > 0 || rc != SBF_OK)
+    if (k > 0 || (rc != SBF_OK && rc != SBF_EFULL))
         filter_touch(f);
     *done = d;
     *fresh = k;

@@ -288,6 +288,8 @@ int api_plan(struct server *srv, const char *query, size_t qlen, struct evbuffer
     commands_create_params(srv, o, ops, &p);
     if (sbf_params_check(&p.sbf) != SBF_OK)
         return api_error(out, 400, "invalid filter parameters");
+    if (p.sbf.growth == SBF_GROWTH_NONE && ops != KINDS_DEFAULT)
+        return api_error(out, 400, COMMANDS_WHY_GROWTH_NONE);
 
     evbuffer_add_printf(out, "{\"plan\":");
     plan_kind(srv, out, ops, &p);

@@ -11,14 +11,6 @@ import socket
 _given = set()
 
 
-def _ephemeral_low():
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def _bindable(port):
     with socket.socket() as s:
         try:
@@ -28,10 +20,29 @@ def _bindable(port):
     return True
 
 
+def _range():
+    """[low, high): up to 12,000 ports below the ephemeral range, or above it when it
+    starts too low to leave room."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            first, last = (int(v) for v in f.read().split()[:2])
+    except (OSError, ValueError):
+        first, last = 32768, 60999
+    if first - 1024 >= 2000:
+        return max(1024, first - 12000), first
+    if 65535 - last >= 2000:
+        return last + 1, 65536
+    return None  # no room outside it: the kernel's choice (port 0), as before
+
+
 def free_port():
     """A port nothing listens on now and no port-0 listener can take."""
-    high = _ephemeral_low()
-    low = max(1024, high - 12000)
+    span = _range()
+    if span is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    low, high = span
     for _ in range(2000):
         port = random.randrange(low, high)
         if port not in _given and _bindable(port):

@@ -184,12 +184,22 @@ def test_redis_py_nonscaling(resp):
     assert "STAT growth none" in c.block("INFO fixed")
     assert c.cmd("CREATE t growth=none capacity=5") == "CREATED"
     replies = [c.cmd("CHECKADD t key%d" % i) for i in range(12)]
-    assert "SERVER_ERROR non scaling filter is full" in replies
+    assert "CLIENT_ERROR non scaling filter is full" in replies
+    assert "growth=none is for the blocked kind" in c.cmd("CREATE w window=1h growth=none")
     d.restart()
     r = rclient(port)
     assert refused_adds(r.bf(), "fixed", "never-added-y") >= 17
     assert r.execute_command("BF.CARD", "fixed") == 1000
     assert r.bf().info("fixed").expansionRate is None
+    # Refused keys are not journaled: after a crash the journal replays cleanly to the
+    # same full filter, and a client retrying against it adds nothing to replay.
+    refused_adds(r.bf(), "fixed", "retry", n=200)
+    d.kill()
+    d.start()
+    r = rclient(port)
+    assert r.execute_command("BF.CARD", "fixed") == 1000
+    assert refused_adds(r.bf(), "fixed", "never-added-z") >= 17
+    assert " ERROR " not in d.log(), d.log()
 
 
 def test_redis_py_errors(resp):

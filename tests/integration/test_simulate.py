@@ -110,6 +110,7 @@ PLANS = [
     "window=1h&capacity=100000&generations=4",
     "window=90s&capacity=3000&error=0.001",
     "kind=expandable&capacity=1000000&error=0.01",
+    "capacity=20000&error=0.01&growth=none",
 ]
 
 
@@ -153,7 +154,9 @@ def test_plan_refuses_what_create_refuses(daemon_factory):
                    ("capacity=0", "capacity must be in 1..2^40"),
                    ("kind=nope", "unknown filter kind 'nope' (kinds: blocked window expandable)"),
                    ("capacity=%zz", "bad %-escape"),
-                   ("capacity=", "needs a value")]:
+                   ("capacity=", "needs a value"),
+                   ("growth=none&window=1h", "growth=none is for the blocked kind"),
+                   ("growth=none&kind=expandable", "growth=none is for the blocked kind")]:
         st, _, body = request(port, "/api/plan?" + q)
         assert st == 400 and why in json.loads(body)["error"], (q, body)
     # Past max_memory: blocked says it does not fit; expandable is not even built.

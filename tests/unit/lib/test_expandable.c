@@ -603,7 +603,7 @@ static void test_kind(void **state)
     int fields = 0;
     assert_null(k->estimate); /* every figure is cheap */
     k->fields(b, NULL, field_count, &fields);
-    assert_int_equal(fields, 14);
+    assert_int_equal(fields, 15);
     assert_int_equal(k->verify(b), SBF_OK);
     struct mem_out e = {0};
     assert_int_equal(k->encode(b, mem_write, &e), SBF_OK);

@@ -57,6 +57,11 @@ static const struct pcase cases[] = {
     OK("*2\r\n$4\r\nECHO\r\n$0\r\n\r\n", 2, "ECHO|"),
     OKN("*2\r\n$4\r\nECHO\r\n$4\r\n\0\r\n\xff\r\n", 24, 2, "ECHO|\0\r\n\xff"),
     OK("*2\r\n$4\r\nECHO\r\n$0000000003\r\nabc\r\n", 2, "ECHO|abc"),
+    OK("*2\r\n$4\r\nECHO\r\n$00016\r\n0123456789abcdef\r\n", 2, "ECHO|0123456789abcdef"),
+    OK("*2\r\n$4\r\nECHO\r\n$000016\r\n0123456789abcdef\r\n", 2, "ECHO|0123456789abcdef"),
+    ERR("*2\r\n$-0\r\n\r\n$1\r\na\r\n", RESP_ERR_PROTOCOL), /* 8+ bytes after the '$' */
+    ERR("*2\r\n$\r\n\r\n$1\r\na\r\n", RESP_ERR_PROTOCOL),
+    ERR("*2\r\n$1\r\r\na\r\n$1\r\na\r\n", RESP_ERR_PROTOCOL),
     OK("PING\r\n", 1, "PING"),
     OK("PING\n", 1, "PING"),
     OK("  BF.ADD  f   x y \r\n", 4, "BF.ADD|f|x|y"),
@@ -164,8 +169,11 @@ static void test_tail_keys(void **state)
     (void)state;
     char in[4096];
     size_t n = (size_t)snprintf(in, sizeof in, "*%d\r\n$7\r\nBF.MADD\r\n$1\r\nf\r\n", 2 + 40);
+    /* Headers of 1 to 7 digits (zero-padded): up to 5 take the parser's short path, the
+     * others its careful one, in the parse and in the keys' walk alike. */
     for (int i = 0; i < 40; i++)
-        n += (size_t)snprintf(in + n, sizeof in - n, "$%d\r\nk %d\r\n", i < 10 ? 3 : 4, i);
+        n += (size_t)snprintf(in + n, sizeof in - n, "$%0*d\r\nk %d\r\n", 1 + i % 7, i < 10 ? 3 : 4,
+                              i);
     const char *p = guard_place(in, n);
     struct resp_command cmd;
     size_t used;
