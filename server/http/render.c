@@ -316,6 +316,18 @@ static void render_run(struct job *j)
     page_input_destroy(&rj->in); /* a dropped filter is freed now, not at the next scrape */
 }
 
+/* Answers every request waiting on c with body, or a 503 when the rendering did not fit. */
+static void answer_waiters(struct page_cache *c, const struct http_body *body)
+{
+    for (size_t i = 0; i < c->nwait; i++) {
+        if (body != NULL)
+            http_body_send(c->wait[i], body);
+        else
+            send_unavailable(c->wait[i], c->page, NO_ROOM);
+    }
+    c->nwait = 0;
+}
+
 static void render_done(struct job *j)
 {
     struct render_job *rj = (struct render_job *)j;
@@ -330,17 +342,10 @@ static void render_done(struct job *j)
         c->last = rj->body;
         c->last_ms = rj->at_ms;
         rj->body = NULL;
-        for (size_t i = 0; i < c->nwait; i++)
-            http_body_send(c->wait[i], c->last);
+        answer_waiters(c, c->last);
     } else {
-        for (size_t i = 0; i < c->nwait; i++) {
-            if (rj->body != NULL)
-                http_body_send(c->wait[i], rj->body);
-            else
-                send_unavailable(c->wait[i], c->page, NO_ROOM);
-        }
+        answer_waiters(c, rj->body);
     }
-    c->nwait = 0;
 }
 
 static void render_job_free(struct job *j)
@@ -352,13 +357,7 @@ static void render_job_free(struct job *j)
         c->running = false;
         /* Its requests get what it made now, not nothing at the exit after the last
          * snapshot (render_tick does not answer them while stopping). */
-        for (size_t i = 0; i < c->nwait; i++) {
-            if (rj->body != NULL)
-                http_body_send(c->wait[i], rj->body);
-            else
-                send_unavailable(c->wait[i], c->page, NO_ROOM);
-        }
-        c->nwait = 0;
+        answer_waiters(c, rj->body);
     }
     page_input_destroy(&rj->in);
     http_body_unref(rj->body);
