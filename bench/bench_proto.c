@@ -35,10 +35,18 @@ static uint64_t rng(void)
     return rng_state;
 }
 
+/* Writes a random key of len bytes at p; returns the bytes written. */
+static size_t random_key(char *p, size_t len)
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789_-";
+    for (size_t i = 0; i < len; i++)
+        p[i] = alphabet[rng() % (sizeof(alphabet) - 1)];
+    return len;
+}
+
 /* Fills about BENCH_BUF_BYTES with "CHECKADD bench <keys>\r\n" lines; returns the length. */
 static size_t build_lines(char *buf, size_t keys, size_t key_len, size_t *lines)
 {
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789_-";
     size_t line_len = 15 + keys * (key_len + 1) + 2;
     size_t n = 0;
     *lines = 0;
@@ -47,8 +55,7 @@ static size_t build_lines(char *buf, size_t keys, size_t key_len, size_t *lines)
         n += 14;
         for (size_t k = 0; k < keys; k++) {
             buf[n++] = ' ';
-            for (size_t i = 0; i < key_len; i++)
-                buf[n++] = alphabet[rng() % (sizeof(alphabet) - 1)];
+            n += random_key(buf + n, key_len);
         }
         buf[n++] = '\r';
         buf[n++] = '\n';
@@ -60,7 +67,6 @@ static size_t build_lines(char *buf, size_t keys, size_t key_len, size_t *lines)
 /* The same keys as "BF.MADD bench <keys>" RESP arrays; returns the length. */
 static size_t build_frames(char *buf, size_t keys, size_t key_len, size_t *lines)
 {
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789_-";
     size_t frame_len = 40 + keys * (key_len + 12);
     size_t n = 0;
     *lines = 0;
@@ -68,8 +74,7 @@ static size_t build_frames(char *buf, size_t keys, size_t key_len, size_t *lines
         n += (size_t)sprintf(buf + n, "*%zu\r\n$7\r\nBF.MADD\r\n$5\r\nbench\r\n", keys + 2);
         for (size_t k = 0; k < keys; k++) {
             n += (size_t)sprintf(buf + n, "$%zu\r\n", key_len);
-            for (size_t i = 0; i < key_len; i++)
-                buf[n++] = alphabet[rng() % (sizeof(alphabet) - 1)];
+            n += random_key(buf + n, key_len);
             buf[n++] = '\r';
             buf[n++] = '\n';
         }
