@@ -28,6 +28,7 @@
 
 #include "lib/journal_record.h"
 #include "server/persist/journal.h"
+#include "tests/unit/server/remove_tree.h"
 
 #define MAX_RECS 4096
 #define MAX_REPORTS 64
@@ -63,23 +64,6 @@ struct fixture {
     size_t nholes;
     int stop_after; /* apply returns non-zero after this many (0: never) */
 };
-
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char path[512];
-    while (d && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (unlink(path) != 0)
-            remove_tree(path);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
 
 static void forget(struct fixture *fx)
 {

@@ -21,6 +21,7 @@
 
 #include "lib/journal_record.h"
 #include "server/persist/journal.h"
+#include "tests/unit/server/remove_tree.h"
 
 #define NRECS 600
 #define SEGMENT_BYTES 8192 /* a few dozen records a segment */
@@ -34,23 +35,6 @@ struct fixture {
 };
 
 #define OUT_CAP ((size_t)JOURNAL_RECORD_MAX + 4096)
-
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char path[512];
-    while (d && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (unlink(path) != 0)
-            remove_tree(path);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
 
 static struct sbf_hash hashes[64];
 
