@@ -260,23 +260,30 @@ def test_40_scrapes_over_10000_filters(release):
     assert peak[0] <= 576 * 1024, peak[0]
 
 
+def fill_budget(t, between=None):
+    """CREATEs filters of capacity 1000, 100 a batch, until one gets SERVER_ERROR (the
+    memory budget is full); calls between() after each batch that fit. Returns how many
+    were created."""
+    made = 0
+    for _ in range(200):
+        t.s.sendall(b"".join(b"CREATE f%06d capacity=1000 error=0.01\r\n" % (made + i)
+                             for i in range(100)))
+        replies = [t.line() for _ in range(100)]
+        made += sum(r == "CREATED" for r in replies)
+        if any(r.startswith("SERVER_ERROR") for r in replies):
+            return made
+        if between is not None:
+            between()
+    pytest.fail("max_memory 8M never filled")
+
+
 def test_rendering_past_the_budget_is_503(daemon_factory):
     """A rendering that does not fit max_memory is refused with a 503 saying so, and the
     same page renders again once memory is back."""
     d, hp = http_daemon(daemon_factory, args=["--max-memory", "8M", "--max-filters", "100000"])
     t = http_scrape.Text(d.port)
-    made = 0
     try:
-        for batch in range(200):
-            t.s.sendall(b"".join(b"CREATE f%06d capacity=1000 error=0.01\r\n" % (made + i)
-                                 for i in range(100)))
-            replies = [t.line() for _ in range(100)]
-            made += sum(r == "CREATED" for r in replies)
-            if any(r.startswith("SERVER_ERROR") for r in replies):
-                break
-            request(hp, "/healthz")
-        else:
-            pytest.fail("max_memory 8M never filled")
+        made = fill_budget(t, between=lambda: request(hp, "/healthz"))
     finally:
         t.s.close()
     st = stats(d)
@@ -337,18 +344,9 @@ def test_healthz_answers_with_the_budget_past_its_limit(daemon_factory):
     few bytes of its reply."""
     d, hp = http_daemon(daemon_factory, args=["--max-memory", "8M", "--max-filters", "100000"])
     t = http_scrape.Text(d.port)
-    made = 0
     idle = []
     try:
-        for batch in range(200):
-            t.s.sendall(b"".join(b"CREATE f%06d capacity=1000 error=0.01\r\n" % (made + i)
-                                 for i in range(100)))
-            replies = [t.line() for _ in range(100)]
-            made += sum(r == "CREATED" for r in replies)
-            if any(r.startswith("SERVER_ERROR") for r in replies):
-                break
-        else:
-            pytest.fail("max_memory 8M never filled")
+        fill_budget(t)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and len(idle) < 400:
             idle.append(socket.create_connection(("127.0.0.1", d.port), timeout=10))
