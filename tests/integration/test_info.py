@@ -139,12 +139,14 @@ def test_info_of_big_filter_leaves_checks_fast(big_daemon):
         assert int(info["items"]) > 19000  # new keys (a false positive is not counted)
         added = time.monotonic()
     done = threading.Event()
+    checking = threading.Event()  # the INFOs start once a CHECK has run beside them
     infos = []
     errors = []
 
     def send_infos():
         try:
             with d.client(timeout=30) as c:
+                checking.wait(30)
                 for _ in range(10):
                     t = time.monotonic()
                     infos.append((c.stats("INFO big"), time.monotonic() - t))
@@ -163,6 +165,7 @@ def test_info_of_big_filter_leaves_checks_fast(big_daemon):
             t = time.monotonic()
             assert c.check("probe", ["p1", "nope"]) == [True, False]
             lat.append(time.monotonic() - t)
+            checking.set()
         th.join(60)
     assert not errors, errors
     assert len(infos) == 10, len(infos)
