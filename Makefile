@@ -71,6 +71,9 @@ UNIT_LIB := $(patsubst tests/unit/lib/%.c,$(ASAN)/tests/%,$(UNIT_LIB_SRC))
 UNIT_PROTO := $(patsubst tests/unit/proto/%.c,$(ASAN)/tests/%,$(UNIT_PROTO_SRC))
 UNIT_SERVER := $(patsubst tests/unit/server/%.c,$(ASAN)/tests/%,$(UNIT_SERVER_SRC))
 UNIT_TESTS := $(UNIT_LIB) $(UNIT_PROTO) $(UNIT_SERVER)
+# Tests too slow under the sanitizers (they skip there, saying so) run from a release build
+# of their file: test_expandable's growth through 10^6x.
+UNIT_REL := $(REL)/tests/test_expandable
 
 # Fuzzers: tests/fuzz/fuzz_<name>.c, seed corpus in tests/fuzz/corpus/<name>/.
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -153,6 +156,9 @@ $(ASAN)/bloomd: $(call objs,$(ASAN),$(ALL_SRC))
 
 $(UNIT_LIB): $(ASAN)/tests/%: $(ASAN)/tests/unit/lib/%.o $(call objs,$(ASAN),$(LIB_SRC))
 	$(CC) $(ASAN_FLAGS) $^ $(LIB_LIBS) $(TEST_LIBS) -o $@
+$(UNIT_REL): $(REL)/tests/%: $(REL)/tests/unit/lib/%.o $(call objs,$(REL),$(LIB_SRC))
+	$(CC) $(REL_FLAGS) $^ $(LIB_LIBS) $(TEST_LIBS) -o $@
+$(REL)/tests/unit/lib/%.o: | $(DEPS_TEST)
 $(UNIT_PROTO): $(ASAN)/tests/%: $(ASAN)/tests/unit/proto/%.o $(call objs,$(ASAN),$(PROTO_SRC))
 	$(CC) $(ASAN_FLAGS) $^ $(PROTO_LIBS) $(TEST_LIBS) -o $@
 $(UNIT_SERVER): $(ASAN)/tests/%: $(ASAN)/tests/unit/server/%.o \
@@ -177,8 +183,10 @@ test: format-check unit integration fuzz-smoke
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 
-unit: $(UNIT_TESTS)
+unit: $(UNIT_TESTS) $(UNIT_REL)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+	@echo "== $(REL)/tests/test_expandable (release: growth through 10^6x)"
+	@TEST_FILTER=test_growth_1000000x $(REL)/tests/test_expandable
 
 # Test temp files go under build/tmp, never the system's temp dir: each pytest session has
 # its own --basetemp (pytest empties it at the start) and TMPDIR points there for what
@@ -232,6 +240,11 @@ bench-repl: build/bloomd $(REL)/bench/loadgen | $(DEPS_BENCH)
 	bench/run_repl.sh
 bench-fair: build/bloomd
 	bench/run_fair.sh
+# Issue 26's rows: expandable against blocked through the daemon. Not in `make bench` while
+# its targets are missed (it exits 1 then; bench/expandable_growth.md says why).
+.PHONY: bench-expandable
+bench-expandable: build/bloomd $(REL)/bench/loadgen
+	bench/run_expandable.sh
 # RESP against the text protocol (its own lines, so the list above stays as it was).
 .PHONY: bench-resp
 bench: bench-resp
