@@ -22,9 +22,9 @@
 
 #include "lib/sbf.h"
 
-/* Errors promised below this are refused: the first table's fingerprints are at most 15
+/* Errors promised below this are refused: the first table's fingerprints are at most 16
  * bits (a later stage's, with a share of the promise, up to 23). */
-#define EXPANDABLE_MIN_ERROR 2e-4
+#define EXPANDABLE_MIN_ERROR 1e-4
 #define EXPANDABLE_MAX_ERROR 0.5
 #define EXPANDABLE_MAX_CAPACITY (UINT64_C(1) << 40)
 

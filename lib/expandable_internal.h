@@ -30,7 +30,7 @@
 #define XB_HDR_MASK (UINT64_C(0xffff) << 48)
 
 #define EXP_MIN_W 8u
-#define EXP_MAX_W 16u       /* the first table's widest slot (EXPANDABLE_MIN_ERROR) */
+#define EXP_MAX_W 17u       /* the first table's widest slot (EXPANDABLE_MIN_ERROR) */
 #define EXP_STAGE_MAX_W 24u /* a later stage's: level + W - 1 <= 64 hash bits at level 41 */
 #define EXP_MAX_STAGES 8u   /* tables of one filter (see expandable.c, "Stages") */
 #define EXP_MIN_LEVEL 7u    /* at least 128 blocks: partners need distinct offsets */

@@ -47,3 +47,18 @@ def test_delete_survives_kill9(daemon_factory):
     with d.client() as c:
         assert sum(c.check("e", KEYS[:100])) <= 3
         assert all(c.check("e", KEYS[100:3000]))
+
+
+def test_error_range(client):
+    """0.01% is the smallest promise the kind takes; below it the error names the range."""
+    assert client.cmd("CREATE tight kind=expandable capacity=1000 error=0.0001") == "CREATED"
+    keys = ["t%d" % i for i in range(30000)]
+    client.add("tight", keys)
+    assert all(client.check("tight", keys)), "a false negative after 30x growth"
+    info = client.stats("INFO tight")
+    assert int(info["fingerprint_bits"]) == 16, info
+    assert float(info["estimated_error"]) <= 0.0001, info
+    reply = client.cmd("CREATE tighter kind=expandable error=0.00005")
+    assert reply == ("CLIENT_ERROR invalid filter parameters: an expandable filter takes "
+                     "error 0.0001 to 0.5 and capacity up to 1099511627776"), reply
+    assert client.cmd("INFO tighter") == "NOT_FOUND"
