@@ -528,6 +528,17 @@ int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsig
  * and the exact rate a random absent key would see now: the mean over blocks of
  * (set bits / 512)^k.
  */
+/* The keys a stage holds, estimated from its bits set. */
+static double items_of(const struct sbf_stage *s, uint64_t set)
+{
+    static const double bits = BLOOM_BLOCK_BITS;
+    double total = (double)s->nblocks * bits;
+    double zero = 1.0 - (double)set / total;
+    double per_key = 1.0 - pow(1.0 - 1.0 / bits, (double)s->k);
+    /* A saturated stage says only "at least this many"; cap at one key per bit. */
+    return zero > 0.0 ? fmin(-log(zero) / per_key * (double)s->nblocks, total) : total;
+}
+
 static void stage_scan(const struct sbf_stage *s, double *items, double *fp)
 {
     static const double bits = BLOOM_BLOCK_BITS;
@@ -541,16 +552,12 @@ static void stage_scan(const struct sbf_stage *s, double *items, double *fp)
         hist[c]++;
         set += c;
     }
-    double total = (double)s->nblocks * bits;
     double sum = 0.0;
     for (unsigned c = 1; c <= BLOOM_BLOCK_BITS; c++)
         if (hist[c])
             sum += (double)hist[c] * pow((double)c / bits, (double)s->k);
     *fp = sum / (double)s->nblocks;
-    double zero = 1.0 - (double)set / total;
-    double per_key = 1.0 - pow(1.0 - 1.0 / bits, (double)s->k);
-    /* A saturated stage says only "at least this many"; cap at one key per bit. */
-    *items = zero > 0.0 ? fmin(-log(zero) / per_key * (double)s->nblocks, total) : total;
+    *items = items_of(s, set);
 }
 
 void sbf_info(const struct sbf *f, struct sbf_info *out)
@@ -614,10 +621,26 @@ static void set_items_from_estimate(struct sbf_stage *s)
     atomic_store_explicit(&s->items, (uint64_t)llround(it), memory_order_relaxed);
 }
 
+/* True if dst | src, one stage each, would hold more keys than dst's capacity (by the
+ * estimate from its bits): a filter that does not grow refuses such a union, as it refuses
+ * the key past its capacity, instead of breaking its promise. */
+static bool union_overfills(const struct sbf *dst, const struct sbf *src)
+{
+    const struct sbf_stage *d = &dst->stages[0], *s = &src->stages[0];
+    uint64_t words = d->nblocks * BLOOM_BLOCK_WORDS, set = 0;
+    for (uint64_t w = 0; w < words; w++)
+        set +=
+            (uint64_t)__builtin_popcountll(atomic_load_explicit(&d->bits[w], memory_order_relaxed) |
+                                           atomic_load_explicit(&s->bits[w], memory_order_relaxed));
+    return items_of(d, set) > (double)d->capacity;
+}
+
 int sbf_union(struct sbf *dst, const struct sbf *src)
 {
     if (!sbf_compatible(dst, src))
         return SBF_EINCOMPAT;
+    if (dst->params.growth == SBF_GROWTH_NONE && union_overfills(dst, src))
+        return SBF_EFULL;
     uint32_t nd = atomic_load_explicit(&dst->nstages, memory_order_relaxed);
     uint32_t ns = atomic_load_explicit(&src->nstages, memory_order_acquire);
     for (uint32_t i = nd; i < ns; i++) {

@@ -171,7 +171,9 @@ int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsig
  * SBF_EGROWN and dst unchanged: a key that sits in different stages of two grown filters
  * would be lost by a stage-by-stage AND, and a filter never gives false negatives.
  * Afterwards the item counts of dst's stages that src also has (all of them for an
- * intersection) are popcount estimates, counted per stage.
+ * intersection) are popcount estimates, counted per stage. A union into a filter that
+ * does not grow (SBF_GROWTH_NONE) whose result would hold more keys than its capacity
+ * (estimated from the bits) is refused with SBF_EFULL, dst unchanged.
  */
 int sbf_union(struct sbf *dst, const struct sbf *src);
 int sbf_intersect(struct sbf *dst, const struct sbf *src);

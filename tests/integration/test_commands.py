@@ -325,3 +325,21 @@ def test_set_operation_sources_deduplicated_and_capped(client):
     reply = client.cmd("UNION u2 " + " ".join("m%d" % i for i in range(65)))
     assert reply == "CLIENT_ERROR too many source filters (at most 64 distinct)", reply
     assert client.cmd("INFO u2") == "NOT_FOUND"
+
+
+def test_union_into_nonscaling_filter(client):
+    """growth=none refuses a UNION that would take it past its capacity, as it refuses the
+    key past it, and keeps what it had; one that fits goes in."""
+    for name in ("a", "b", "c"):
+        assert client.cmd("CREATE %s growth=none capacity=2000" % name) == "CREATED"
+    a_keys = ["a%d" % i for i in range(900)]
+    b_keys = ["b%d" % i for i in range(900)]
+    c_keys = ["c%d" % i for i in range(1400)]
+    client.add("a", a_keys)
+    client.add("b", b_keys)
+    client.add("c", c_keys)
+    assert client.cmd("UNION a b") == "OK"  # 1800 of 2000
+    assert all(client.check("a", a_keys + b_keys))
+    assert client.cmd("UNION a c") == "CLIENT_ERROR non scaling filter is full"
+    assert sum(client.check("a", c_keys)) < 28  # false positives only (1% promised)
+    assert all(client.check("a", a_keys + b_keys))

@@ -586,6 +586,43 @@ static void test_nonscaling(void **state)
 }
 
 /*
+ * A union into a growth=none filter: accepted while the result holds at most its capacity
+ * (disjoint halves, or the same keys twice), refused with SBF_EFULL and dst unchanged
+ * when it would hold more (two filters 70% full with different keys).
+ */
+static void test_nonscaling_union(void **state)
+{
+    (void)state;
+    enum { CAP = 20000 };
+    struct sbf_params p;
+    sbf_params_default(&p);
+    p.capacity = CAP;
+    p.error = 0.01;
+    p.growth = SBF_GROWTH_NONE;
+    struct sbf *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(sbf_new(&p, NULL, &a), SBF_OK);
+    assert_int_equal(sbf_new(&p, NULL, &b), SBF_OK);
+    assert_int_equal(sbf_new(&p, NULL, &c), SBF_OK);
+    add_range(a, 63, 0, CAP * 45 / 100);
+    add_range(b, 63, CAP * 45 / 100, CAP * 90 / 100);
+    add_range(c, 63, CAP, CAP + CAP * 70 / 100);
+    assert_int_equal(sbf_union(a, b), SBF_OK); /* 90% of capacity */
+    assert_int_equal(count_present(a, 63, 0, CAP * 90 / 100), CAP * 90 / 100);
+    assert_int_equal(sbf_union(b, b), SBF_OK); /* the same keys: 45% */
+    struct sbf_info before, after;
+    info_of(a, &before);
+    assert_int_equal(sbf_union(a, c), SBF_EFULL); /* 160%: refused */
+    info_of(a, &after);
+    assert_int_equal(after.items, before.items);
+    /* c's keys did not go in: only false positives answer present (< 2%, 1% promised). */
+    assert_true(count_present(a, 63, CAP, CAP + CAP * 70 / 100) < CAP * 70 / 100 / 50);
+    assert_int_equal(count_present(a, 63, 0, CAP * 90 / 100), CAP * 90 / 100);
+    sbf_free(a);
+    sbf_free(b);
+    sbf_free(c);
+}
+
+/*
  * Union and intersection against exact sets. A holds [0, 3000), B holds [1500, 9000) of
  * one namespace; both were created for 1000 keys, so A has 2 stages and B 4.
  */
@@ -872,6 +909,7 @@ int main(void)
         cmocka_unit_test(test_clear_large),
         cmocka_unit_test(test_stage_limit),
         cmocka_unit_test(test_nonscaling),
+        cmocka_unit_test(test_nonscaling_union),
         cmocka_unit_test(test_union_intersect),
         cmocka_unit_test(test_union_budget),
         cmocka_unit_test(test_concurrent_reader),
