@@ -522,12 +522,6 @@ int sbf_add_batch_shard(struct sbf *f, const struct sbf_hash *h, size_t n, unsig
 
 /* ---- figures ---- */
 
-/*
- * One pass over a stage: items estimated from the fill (for a blocked stage the expected
- * zero fraction is exp(-lambda * (1 - (1-1/512)^k)), inverted for lambda = keys per block)
- * and the exact rate a random absent key would see now: the mean over blocks of
- * (set bits / 512)^k.
- */
 /* The keys a stage holds, estimated from its bits set. */
 static double items_of(const struct sbf_stage *s, uint64_t set)
 {
@@ -539,6 +533,12 @@ static double items_of(const struct sbf_stage *s, uint64_t set)
     return zero > 0.0 ? fmin(-log(zero) / per_key * (double)s->nblocks, total) : total;
 }
 
+/*
+ * One pass over a stage: items estimated from the fill (for a blocked stage the expected
+ * zero fraction is exp(-lambda * (1 - (1-1/512)^k)), inverted for lambda = keys per block)
+ * and the exact rate a random absent key would see now: the mean over blocks of
+ * (set bits / 512)^k.
+ */
 static void stage_scan(const struct sbf_stage *s, double *items, double *fp)
 {
     static const double bits = BLOOM_BLOCK_BITS;
