@@ -294,7 +294,7 @@ int server_run(struct server *srv)
         return SERVER_EIO;
     /* Before the load: a bad certificate should stop start-up at once. */
     if (srv->cfg.tls_port != 0 && (srv->tls = tls_new(&srv->cfg)) == NULL)
-        return SERVER_EIO;
+        return SERVER_ECONFIG; /* certificate, key or CA file unusable: exit 2, as bad config */
     /* Load on the job thread so that the loop answers /healthz and /readyz meanwhile. */
     struct load_job *lj = calloc(1, sizeof *lj);
     if (lj == NULL)

@@ -11,8 +11,9 @@
 
 enum server_err {
     SERVER_OK = 0,
-    SERVER_ENOMEM = -1, /* start-up allocation failed */
-    SERVER_EIO = -2,    /* a socket, directory or event-loop call failed (logged) */
+    SERVER_ENOMEM = -1,  /* start-up allocation failed */
+    SERVER_EIO = -2,     /* a socket, directory or event-loop call failed (logged) */
+    SERVER_ECONFIG = -3, /* a file the configuration names cannot be used (TLS; logged) */
 };
 
 /* Sets up the registry and budget from cfg (copied). No sockets, no threads. */

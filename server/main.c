@@ -173,5 +173,5 @@ int main(int argc, char **argv)
     server_destroy(&srv);
     datadir_close(&dd);
     log_close();
-    return rc == SERVER_OK ? 0 : 1;
+    return rc == SERVER_OK ? 0 : rc == SERVER_ECONFIG ? 2 : 1;
 }

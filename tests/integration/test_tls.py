@@ -365,3 +365,19 @@ def test_tls_sessions_count_in_the_memory_budget(daemon_factory, ca):
     assert during - before >= 20 * 40 * 1024, (before, during)
     assert after <= before, (before, during, after)
     assert d.alive()
+
+
+@pytest.mark.parametrize("missing", ["cert", "key"])
+def test_missing_certificate_file_is_a_config_error(tmp_path, ca, missing):
+    """A TLS certificate or key that cannot be loaded stops start-up with exit status 2,
+    as any bad configuration does (bloomd(1)), and the log says which file."""
+    from conftest import BLOOMD_BIN
+    crt, key = ca.issue("localhost")
+    files = {"cert": str(crt), "key": str(key)}
+    files[missing] = str(tmp_path / "nosuch.pem")
+    r = subprocess.run([BLOOMD_BIN, "--bind", "127.0.0.1", "--port", "0", "--data-dir",
+                        str(tmp_path / "d"), "--tls-port", str(free_port()),
+                        "--tls-cert-file", files["cert"], "--tls-key-file", files["key"]],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "nosuch.pem" in r.stderr, r.stderr
