@@ -21,6 +21,22 @@ stop_pid() {
     wait "$pid" 2>/dev/null || true
 }
 
+# cpu_ticks PID: utime + stime of PID so far, in clock ticks (getconf CLK_TCK per second).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# wait_ready PID LOG: waits up to 10 s for a daemon started in the background to log
+# "ready"; if it exits or stays silent, prints its log and returns 1.
+wait_ready() {
+    local pid=$1 log=$2 i
+    for ((i = 0; i < 100; i++)); do
+        grep -q "ready" "$log" 2>/dev/null && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$log" >&2
+    return 1
+}
+
 # target LABEL VALUE OP GOAL: prints "LABEL VALUE (target OP GOAL)" and, when VALUE misses
 # the goal (OP is >= or <=), appends "MISSED" and counts the miss in BENCH_MISSED. A script
 # that calls it ends with `bench_exit`.

@@ -35,24 +35,17 @@ cleanup() { stop_pid "$PID" 5; PID=; }
 trap 'cleanup; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 rss_bytes() { awk -v p="$PAGE" '{ print $2 * p }' "/proc/$1/statm"; }
 
 # start N: a fresh daemon (no journal, no snapshots); sets PID and PORT.
 start() {
-    local dir="$TMP/d$1" i
+    local dir="$TMP/d$1"
     mkdir -p "$dir"
     PORT=$(free_port)
     "$BLOOMD" --bind 127.0.0.1 --port "$PORT" --data-dir "$dir" --durability snapshot \
         --snapshot-interval 0 2>"$dir/log" &
     PID=$!
-    for ((i = 0; i < 100; i++)); do
-        grep -q "ready" "$dir/log" 2>/dev/null && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$dir/log" >&2
-    return 1
+    wait_ready "$PID" "$dir/log"
 }
 
 # info_bytes NAME: the filter's bytes from INFO.

@@ -35,25 +35,16 @@ cleanup() { stop_pid "$PID" 5; PID=; }
 trap 'cleanup; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 
-# cpu_ticks PID: utime + stime of PID so far, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 # start: a fresh daemon with the text and RESP listeners; sets PID, TPORT, RPORT.
 start() {
-    local dir="$TMP/d$1.round${ROUND:-0}" i
+    local dir="$TMP/d$1.round${ROUND:-0}"
     mkdir -p "$dir"
     TPORT=$(free_port)
     RPORT=$(free_port)
     "$BLOOMD" --bind 127.0.0.1 --port "$TPORT" --redis-port "$RPORT" --data-dir "$dir" \
         --durability snapshot --snapshot-interval 0 2>"$dir/log" &
     PID=$!
-    for ((i = 0; i < 100; i++)); do
-        grep -q "ready" "$dir/log" 2>/dev/null && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$dir/log" >&2
-    return 1
+    wait_ready "$PID" "$dir/log"
 }
 
 # resp_cmd PORT ARGS...: sends one RESP command, prints the first reply line.

@@ -46,8 +46,7 @@ for _ in $(seq 1 200); do
 done
 grep -q ":$TLS_PORT (TLS bloomd" "$TMP/log" || { cat "$TMP/log" >&2; exit 1; }
 
-# The daemon's CPU time so far (all threads), in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+# The daemon's CPU time (cpu_ticks, all threads) is in clock ticks.
 HZ=$(getconf CLK_TCK)
 # One row on a fresh filter (loadgen checks every reply): prints "<keys/s> <keys per daemon
 # CPU-second>". The second is what the server costs; on a shared machine it moves far less
@@ -55,11 +54,11 @@ HZ=$(getconf CLK_TCK)
 row() { # name port [--tls]
     local name=$1 port=$2 c0 c1
     shift 2
-    c0=$(cpu_ticks)
+    c0=$(cpu_ticks "$PID")
     "$LOADGEN" --port "$port" "$@" --conns 4 --depth 8 --batch 100 --keys "$KEYS" \
         --name "$name" --create "capacity=$((2 * KEYS))" --timeout 30 >"$TMP/row" ||
         { cat "$TMP/row" >&2; exit 1; }
-    c1=$(cpu_ticks)
+    c1=$(cpu_ticks "$PID")
     grep -q ' complete=1' "$TMP/row" || { echo "run_tls.sh: $name incomplete" >&2; exit 1; }
     sed -n 's/^result .* ops=\([0-9]*\) .* keys_per_s=\([0-9]*\) .*/\2 \1/p' "$TMP/row" |
         awk -v t=$((c1 - c0)) -v hz="$HZ" '{ printf "%d %.0f\n", $1, (t > 0 ? $2 * hz / t : 0) }'
