@@ -157,6 +157,9 @@ static int k_decode(sbf_read_fn read, void *ctx, uint64_t max_bytes,
 const struct kind_ops kind_expandable = {
     .name = "expandable",
     .tag = KIND_TAG_EXPANDABLE,
+    /* EXPANDABLE_MIN_ERROR, EXPANDABLE_MAX_ERROR, EXPANDABLE_MAX_CAPACITY (test_kind checks) */
+    .params_rule = "an expandable filter takes error 0.0001 to 0.5 and capacity up to "
+                   "1099511627776",
     .create = k_create,
     .create_like = k_create_like,
     .free = k_free,

@@ -100,6 +100,9 @@ typedef void (*kind_probe_fn)(void *ctx, const struct kind_probe *probe);
 struct kind_ops {
     const char *name; /* "blocked": the name CREATE's kind= takes and the pages show */
     uint32_t tag;     /* the snapshot container's kind tag; unique, never reused */
+    /* What create() takes, as the end of a refusal ("an expandable filter takes error ...");
+     * NULL for a kind whose parameters are those sbf_params_check() already checks. */
+    const char *params_rule;
 
     /* Sets the kind's own defaults in p before the caller applies the options it was given
      * (the windowed kind's tighter ratio); NULL: the caller's defaults stand. */

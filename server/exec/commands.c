@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/expandable.h"
 #include "lib/kind.h"
 #include "proto/number.h"
 #include "server/core/clock.h"
@@ -230,13 +229,9 @@ static void cmd_create(struct server *srv, const struct proto_request *req, stru
         return;
     }
     int rc = mutate_create(srv, req->name, ops, &p, seed, pos);
-    if (rc == SBF_EINVAL && ops == &kind_expandable) {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "invalid filter parameters: an expandable filter takes error %g to %g and "
-                 "capacity up to %llu",
-                 EXPANDABLE_MIN_ERROR, EXPANDABLE_MAX_ERROR,
-                 (unsigned long long)EXPANDABLE_MAX_CAPACITY);
+    if (rc == SBF_EINVAL && ops->params_rule != NULL) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "invalid filter parameters: %s", ops->params_rule);
         result_set_copy(res, RESULT_CLIENT_ERROR, msg, strlen(msg));
     } else if (rc == SBF_EINVAL)
         result_set(res, RESULT_CLIENT_ERROR, "invalid filter parameters");

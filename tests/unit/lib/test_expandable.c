@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -605,6 +606,11 @@ static void test_kind(void **state)
     assert_int_equal(k->tag, KIND_TAG_EXPANDABLE);
     assert_null(k->intersect);
     assert_null(k->advance);
+    char rule[160]; /* the refusal's words follow the limits */
+    snprintf(rule, sizeof rule, "an expandable filter takes error %g to %g and capacity up to %llu",
+             EXPANDABLE_MIN_ERROR, EXPANDABLE_MAX_ERROR,
+             (unsigned long long)EXPANDABLE_MAX_CAPACITY);
+    assert_string_equal(k->params_rule, rule);
     struct kind_params p = {0};
     sbf_params_default(&p.sbf);
     p.sbf.capacity = 5000;
