@@ -24,7 +24,7 @@ declare -A why=(
     [redis-server]="bench-net's Redis rows" [memcached]="bench-net's memcached row"
     [coreutils]="dd, timeout" [libedit-dev]="bloomd-cli's line editing"
     [tmux]="bloomd-cli's interactive test" [haproxy]="failover test: HAProxy checks ROLE"
-    [python3-yaml]="checks the Kubernetes manifests" [netcat-openbsd]="nc, as the docs use it"
+    [python3-yaml]="checks the Kubernetes manifests" [strace]="slow fdatasyncs injected (DROP durability test)" [netcat-openbsd]="nc, as the docs use it"
     [podman]="docker-test: runs the image" [buildah]="docker-test: builds the image"
     [debootstrap]="docker-test: the base image" [runc]="docker-test: container runtime"
     [slirp4netns]="docker-test: rootless network" [uidmap]="docker-test: user namespaces"
@@ -40,7 +40,7 @@ for kind in "$@"; do
                  groff-base python3-prometheus-client chromium clang libclang-rt-14-dev
                  clang-format nutcracker python3-pymemcache libmemcached-tools libfaketime
                  python3-redis redis-tools
-                 libedit-dev tmux haproxy python3-yaml) ;;
+                 libedit-dev tmux haproxy python3-yaml strace) ;;
     bench) want+=(gcc libc6-dev make pkg-config libevent-dev libxxhash-dev libinih-dev
                   libsystemd-dev libssl-dev openssl xxd python3 redis-server memcached nutcracker
                   coreutils libedit-dev netcat-openbsd) ;;

@@ -291,6 +291,18 @@ bool durable_hold(struct server *srv, uint64_t pos, const struct result *res,
     return true;
 }
 
+int durable_wait(struct server *srv, uint64_t pos, char *why, size_t len)
+{
+    if (!durable_on(srv) || pos == 0)
+        return 0;
+    struct journal_error err;
+    if (journal_wait_durable(srv->durable->j, pos, &err) == 0)
+        return 0;
+    char msg[1200];
+    snprintf(why, len, "journal: %s", journal_format(&err, msg, sizeof msg));
+    return -1;
+}
+
 uint64_t durable_last_pos(const struct server *srv)
 {
     return durable_on(srv) ? journal_last_pos(srv->durable->j) : 0;

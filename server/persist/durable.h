@@ -79,6 +79,13 @@ uint64_t durable_append_frame(struct server *srv, const struct journal_record *r
 bool durable_hold(struct server *srv, uint64_t pos, const struct result *res,
                   struct completion *later);
 
+/*
+ * Any thread but the loop's (a job lane), while the journal is open: returns 0 once every
+ * record <= pos is on disk (at once without a journal, or for pos 0), asking for an
+ * fdatasync now. -1 with why set ("journal: <reason>") if writing failed first.
+ */
+int durable_wait(struct server *srv, uint64_t pos, char *why, size_t len);
+
 /* The journal, for its queries and reading it back (replication); NULL when off. */
 struct journal;
 const struct journal *durable_journal(const struct server *srv);

@@ -75,6 +75,7 @@ struct journal {
 
     pthread_mutex_t mu;
     pthread_cond_t cond;
+    pthread_cond_t durable_cond; /* journal_wait_durable's: durable_pos moved, or a failure */
     /* Under mu: */
     struct buf pending;        /* appended, not yet taken by the flusher */
     uint64_t next_pos;         /* position of the next record appended */
@@ -83,6 +84,7 @@ struct journal {
     bool write_req;            /* EVERYSEC: EVERYSEC_WRITE_BYTES wait to be written */
     bool write_armed;          /* EVERYSEC: records wait; the thread writes them by a deadline */
     bool urgent;               /* EVERYSEC: a record other than keys waits: write at once */
+    bool sync_req;             /* journal_wait_durable waits: write and fdatasync at once */
     bool stop;                 /* journal_close: finish and exit */
     bool broken;               /* the last write/sync failed; appends refused */
     struct journal_error fail; /* why, while broken */
@@ -180,7 +182,7 @@ const char *journal_strerror(int err)
     case JOURNAL_ECALLER:
         return "stopped by the caller";
     case JOURNAL_EMODE:
-        return "not in manual mode";
+        return "not available in this journal mode";
     case JOURNAL_EGONE:
         return "the record is no longer in the journal";
     case JOURNAL_EDAMAGED:
@@ -1273,6 +1275,8 @@ static int flush_round(struct journal *j, bool sync, struct journal_error *out)
             j->st.sync_ns_max = sync_ns;
     }
     j->unsynced = j->wbuf.len;
+    if (synced || rc != 0)
+        pthread_cond_broadcast(&j->durable_cond);
     pthread_mutex_unlock(&j->mu);
     if (notify)
         signal_loop(j);
@@ -1315,7 +1319,7 @@ static void *journal_thread(void *arg)
                 pthread_cond_timedwait(&j->cond, &j->mu, &retry);
             sync = true;
         } else if (j->mode == JOURNAL_MODE_ALWAYS) {
-            while (!j->stop && !j->commit_req)
+            while (!j->stop && !j->commit_req && !j->sync_req)
                 pthread_cond_wait(&j->cond, &j->mu);
             sync = true;
         } else {
@@ -1323,7 +1327,7 @@ static void *journal_thread(void *arg)
              * EVERYSEC_WRITE_BYTES do; the sync: each sync_ms. */
             struct timespec write_by = tick;
             bool armed = false;
-            while (!j->stop && !j->write_req && !passed(&tick)) {
+            while (!j->stop && !j->write_req && !j->sync_req && !passed(&tick)) {
                 if (j->write_armed && !armed) {
                     deadline_after(&write_by, EVERYSEC_WRITE_MS);
                     armed = true;
@@ -1335,7 +1339,7 @@ static void *journal_thread(void *arg)
                               (write_by.tv_sec == tick.tv_sec && write_by.tv_nsec < tick.tv_nsec));
                 pthread_cond_timedwait(&j->cond, &j->mu, first ? &write_by : &tick);
             }
-            sync = j->stop || passed(&tick);
+            sync = j->stop || j->sync_req || passed(&tick);
             if (sync)
                 deadline_after(&tick, j->sync_ms);
         }
@@ -1344,6 +1348,7 @@ static void *journal_thread(void *arg)
         j->write_req = false;
         j->write_armed = false;
         j->urgent = false;
+        j->sync_req = false;
         pthread_mutex_unlock(&j->mu);
         int rc = flush_round(j, sync || stop, &e);
         pthread_mutex_lock(&j->mu);
@@ -1435,7 +1440,7 @@ int journal_open(const char *data_dir, const struct journal_opts *opts, struct j
     j->efd = -1;
     j->spare_fd = -1;
     int rc = 0;
-    bool mu = false, cond = false, spare_cond = false;
+    bool mu = false, cond = false, durable_cond = false, spare_cond = false;
 
     j->dirfd = open_journal_dir(data_dir, true, j->dir, sizeof j->dir, err);
     if (j->dirfd < 0) {
@@ -1447,10 +1452,11 @@ int journal_open(const char *data_dir, const struct journal_opts *opts, struct j
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     cond = pthread_cond_init(&j->cond, &ca) == 0;
+    durable_cond = pthread_cond_init(&j->durable_cond, &ca) == 0;
     pthread_condattr_destroy(&ca);
     mu = pthread_mutex_init(&j->mu, NULL) == 0;
     spare_cond = pthread_cond_init(&j->spare_cond, NULL) == 0;
-    if (!cond || !mu || !spare_cond) {
+    if (!cond || !durable_cond || !mu || !spare_cond) {
         rc = fail_sys(err, JOURNAL_STEP_THREAD, ENOMEM, NULL);
         goto fail;
     }
@@ -1490,6 +1496,8 @@ fail:
         pthread_mutex_destroy(&j->mu);
     if (cond)
         pthread_cond_destroy(&j->cond);
+    if (durable_cond)
+        pthread_cond_destroy(&j->durable_cond);
     if (spare_cond)
         pthread_cond_destroy(&j->spare_cond);
     if (j->efd >= 0)
@@ -1526,6 +1534,7 @@ int journal_close(struct journal *j, struct journal_error *err)
     close(j->efd);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cond);
+    pthread_cond_destroy(&j->durable_cond);
     pthread_cond_destroy(&j->spare_cond);
     free(j->pending.p);
     free(j->wbuf.p);
@@ -1682,6 +1691,30 @@ void journal_commit(struct journal *j)
         pthread_cond_signal(&j->cond);
     }
     pthread_mutex_unlock(&j->mu);
+}
+
+int journal_wait_durable(struct journal *j, uint64_t pos, struct journal_error *err)
+{
+    if (atomic_load(&j->durable_pos) >= pos)
+        return 0;
+    if (!j->threaded)
+        return fail(err, JOURNAL_EMODE, JOURNAL_STEP_NONE, 0, NULL);
+    int rc = 0;
+    pthread_mutex_lock(&j->mu);
+    while (atomic_load(&j->durable_pos) < pos) {
+        if (j->broken) {
+            *err = j->fail;
+            rc = j->fail.code;
+            break;
+        }
+        if (!j->sync_req) {
+            j->sync_req = true;
+            pthread_cond_signal(&j->cond);
+        }
+        pthread_cond_wait(&j->durable_cond, &j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return rc;
 }
 
 int journal_write(struct journal *j, struct journal_error *err)

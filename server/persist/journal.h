@@ -39,7 +39,7 @@ enum journal_err {
     JOURNAL_EINVAL = -4,   /* a record the codec refuses, or a bad option */
     JOURNAL_ENOMEM = -5,   /* the append buffer could not grow */
     JOURNAL_ECALLER = -6,  /* replay: the apply callback returned non-zero */
-    JOURNAL_EMODE = -7,    /* journal_write/journal_sync outside JOURNAL_MODE_MANUAL */
+    JOURNAL_EMODE = -7,    /* journal_write/sync outside MANUAL, journal_wait_durable in it */
     JOURNAL_EGONE = -8,    /* read: the record asked for is in no segment (truncated) */
     JOURNAL_EDAMAGED = -9, /* read: a frame does not check, or the positions skip one */
 };
@@ -167,6 +167,14 @@ int journal_append_frame(struct journal *j, const void *frame, size_t n, uint64_
  * MANUAL does nothing. Cheap when the thread is busy: the signal finds no waiter.
  */
 void journal_commit(struct journal *j);
+
+/*
+ * Any thread but the journal's own, while it is open (not MANUAL): returns 0 once every
+ * record <= pos is on disk, asking the thread to write and fdatasync at once rather than at
+ * its next sync_ms tick. If a write or fdatasync fails first, returns its journal_err with
+ * *err set (the records are kept and written again: they may still become durable later).
+ */
+int journal_wait_durable(struct journal *j, uint64_t pos, struct journal_error *err);
 
 /* MANUAL only: writes every buffered record with one write(2) (no fdatasync). 0 or an err. */
 int journal_write(struct journal *j, struct journal_error *err);

@@ -99,9 +99,10 @@ struct snap_job {
     enum lane lane;
     uint64_t seq;                  /* order of posting, across both lanes */
     struct snap_job *next_removal; /* s->removals */
-    uint64_t covered; /* SNAP_WRITE: journal position when queued: what the files cover */
-    int err;          /* result: 0 or SNAPSHOT_EIO */
-    char why[256];    /* the first failure */
+    uint64_t covered;    /* SNAP_WRITE: journal position when queued: what the files cover */
+    uint64_t dropped_at; /* SNAP_DELETE: the journal's last position when queued (its DROP) */
+    int err;             /* result: 0 or SNAPSHOT_EIO */
+    char why[256];       /* the first failure */
 };
 
 static void count_failure(struct snapshotter *s)
@@ -267,6 +268,17 @@ static void run_delete(struct snap_job *j)
 {
     struct snapfile_error err;
     char msg[sizeof j->why];
+    /* Not before the DROP record is on disk: a crash between the two would bring the
+     * filter back from the journal's records, though it was dropped (and answered). */
+    if (durable_wait(j->s->srv, j->dropped_at, msg, sizeof msg) != 0) {
+        log_msg(LOG_ERROR,
+                "snapshot: the file of dropped filter '%s' stays until its DROP is on "
+                "disk (%s)",
+                j->name, msg);
+        job_fail(j, msg);
+        count_failure(j->s);
+        return;
+    }
     claim(j, j->name);
     int rc = snapfile_remove(j->s->srv->cfg.data_dir, j->name, &err);
     unclaim(j);
@@ -529,6 +541,7 @@ int snapshot_forget(struct snapshotter *s, const char *name, size_t len, snapsho
     }
     memcpy(j->name, name, len);
     j->name[len] = '\0';
+    j->dropped_at = durable_last_pos(s->srv);
     /* Set operation results waiting for their first snapshot are written before the
      * file goes, on the same lane: replay may need this filter's records to apply them. */
     size_t np;

@@ -72,8 +72,9 @@ int snapshot_flush_owned(struct snapshotter *s, struct filter *f, snapshot_done_
 
 /*
  * Queues the deletion of the files of the filter named name[0..len) on the quick lane
- * (it waits for nothing but a write of the same name in progress); call after
- * registry_remove(). When done is not NULL, calls
+ * (it waits for a write of the same name in progress, and for the journal's records so
+ * far, its DROP's among them, to be on disk); call after registry_remove() and the DROP
+ * record. When done is not NULL, calls
  * done(arg, ...) on the event loop once the files are unlinked and the directory synced
  * (files already missing count as removed). Returns 0, or SNAPSHOT_ENOMEM (logged and
  * counted as a failure: the file will be loaded again at the next start) and done is

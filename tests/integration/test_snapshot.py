@@ -8,6 +8,9 @@ kill test (50 kills of a ~137 MB filter; default 12 of ~69 MB).
 import os
 import random
 import re
+import shutil
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -231,6 +234,59 @@ def test_drop_is_durable_before_deleted(daemon_factory):
     c.send("DROP again\r\n")
     c.send("INFO again\r\n")
     assert [c.line() for _ in range(4)] == ["CREATED", "DELETED", "NOT_FOUND", "NOT_FOUND"]
+    c.close()
+
+
+SLOW_SYNC = ["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null", "-e", "trace=fdatasync",
+             "-e", "inject=fdatasync:delay_enter=1500000"]  # every fdatasync 1.5 s late
+
+
+def slow_sync_or_skip():
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (scripts/deps.sh test installs it)")
+    probe = subprocess.run(SLOW_SYNC[:-1] + ["inject=fdatasync:delay_enter=1", "true"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip("strace cannot trace here: %s" % probe.stderr.strip()[:200])
+
+
+def kill_traced(d):
+    """kill -9 the daemon strace runs (first: strace's death would let it go on), then strace."""
+    with open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)) as f:
+        for pid in f.read().split():
+            os.kill(int(pid), signal.SIGKILL)
+    d.kill()
+
+
+def test_drop_waits_for_its_journal_record(daemon_factory):
+    """The file of a dropped filter goes only once its DROP record is on disk. Here every
+    fdatasync takes 1.5 s (strace's fault injection), so the journal thread is inside one
+    most of the time and the DROP record reaches the file late. Removing the file at once and
+    answering DELETED, then a kill -9, brought the filter back from the journal's CREATE and
+    ADD records (what the container CI once saw with a slow disk)."""
+    slow_sync_or_skip()
+    d = daemon_factory(NO_TIMER + ["--durability", "everysec"], start=False)
+    plain = d.command
+    d.command = lambda: SLOW_SYNC + plain()
+    d.start()
+    c = d.client(TIMEOUT)
+    assert c.cmd("CREATE doomed capacity=1000") == "CREATED"
+    c.add("doomed", keys("doomed", 10))
+    assert c.cmd("FLUSH doomed") == "OK"
+    assert c.cmd("CREATE other capacity=100000") == "CREATED"
+    t0, i = time.monotonic(), 0
+    while time.monotonic() - t0 < 2.5 and i < 2000000:  # keeps the journal thread syncing
+        c.add("other", keys("other", 10, i))
+        i += 10
+    assert c.cmd("DROP doomed") == "DELETED"
+    assert "doomed.bloom" not in files(d.data_dir)
+    kill_traced(d)
+    c.close()
+    d.command = plain
+    d.start()
+    c = d.client(TIMEOUT)
+    assert c.cmd("INFO doomed") == "NOT_FOUND"
+    assert c.cmd("INFO other").startswith("STAT name other")
     c.close()
 
 

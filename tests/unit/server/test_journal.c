@@ -1,11 +1,12 @@
 /*
  * test_journal.c - unit tests of the journal: the record codec (round trip of every type,
  * range checks), append/sync/replay, the threaded modes and their events, torn tails,
- * holes in the middle (zeros, a flipped byte, stray frames, an older segment: exactly the
- * records inside are lost, replay resumes after them, a copy is kept), every single-byte
- * corruption of a small journal (all records but the one hit, and a report, never a wrong
- * record), truncate_before, positions across reopen, and full-disk failures injected
- * through the write hook and RLIMIT_FSIZE (reported, nothing half-written, recovered).
+ * journal_wait_durable (a sync at once, a failure reported), holes in the middle (zeros, a flipped
+ * byte, stray frames, an older segment: exactly the records inside are lost, replay resumes after
+ * them, a copy is kept), every single-byte corruption of a small journal (all records but the one
+ * hit, and a report, never a wrong record), truncate_before, positions across reopen, and full-disk
+ * failures injected through the write hook and RLIMIT_FSIZE (reported, nothing half-written,
+ * recovered).
  */
 #include <setjmp.h> /* cmocka needs these first */
 #include <stdarg.h>
@@ -1477,6 +1478,44 @@ static void test_fsync_fails(void **state)
     assert_int_equal(rep.torn + rep.damaged, 0);
 }
 
+/* journal_wait_durable: EVERYSEC syncs at once for it, not at the minute's tick; a failed
+ * fdatasync is reported to the waiter (the thread retries on its own); MANUAL refuses. */
+static void test_wait_durable(void **state)
+{
+    struct fixture *fx = *state;
+    struct faults f = {0};
+    struct journal_io io = {.write = fault_write, .fdatasync = fault_sync, .ctx = &f};
+    struct journal_opts o = {
+        .mode = JOURNAL_MODE_EVERYSEC, .io = &io, .sync_ms = 600000, .retry_ms = 600000};
+    struct journal *j = open_manual(fx, &o);
+    struct journal_error err;
+    append_samples(j, 0, 5);
+    journal_commit(j);
+    assert_int_equal(journal_wait_durable(j, 5, &err), 0);
+    assert_true(journal_durable_pos(j) >= 5);
+    assert_int_equal(journal_wait_durable(j, 3, &err), 0); /* already durable */
+    /* The next fdatasync fails: the waiter hears why; the retry is minutes away. */
+    f.sync_fails = 1;
+    append_samples(j, 5, 2);
+    assert_int_equal(journal_wait_durable(j, 7, &err), JOURNAL_ESYS);
+    assert_int_equal(err.step, JOURNAL_STEP_SYNC);
+    assert_int_equal(err.sys, EIO);
+    assert_true(journal_durable_pos(j) < 7);
+    close_ok(j); /* the final round writes and syncs them */
+    struct journal_replay_report rep;
+    assert_int_equal(replay(fx, 0, &rep), 0);
+    assert_int_equal(fx->ngot, 7);
+
+    o = (struct journal_opts){.mode = JOURNAL_MODE_MANUAL};
+    j = open_manual(fx, &o);
+    assert_int_equal(journal_wait_durable(j, 7, &err), 0);
+    append_samples(j, 7, 1);
+    assert_int_equal(journal_wait_durable(j, 8, &err), JOURNAL_EMODE);
+    assert_int_equal(journal_sync(j, NULL, &err), 0);
+    assert_int_equal(journal_wait_durable(j, 8, &err), 0);
+    close_ok(j);
+}
+
 /* RLIMIT_FSIZE: the real write(2) fails (EFBIG) part-way, as on a full disk. */
 static void test_fsize_limit(void **state)
 {
@@ -1604,6 +1643,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_positions_across_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_enospc_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_durable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsize_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backlog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_frame, setup, teardown),
