@@ -9,6 +9,8 @@
  * the promised rate (0.01); BENCH_DOUBLINGS=1 also prints, at every doubling of the
  * distinct keys, the rate on 100k never-added keys, B/key and the stages (untimed).
  * Hashes are made a million ops at a time outside the clock, so N may be 10^8.
+ * KIND `pocket` is the measuring prototype of bench/pocket.h (sized only: C >= N; its
+ * "stages" column counts the keys it sent to its spare).
  *   bench_grow [N [C [B [KIND...]]]]   (10000000 1000000 100 blocked expandable)
  */
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/pocket.h"
 #include "lib/expandable.h"
 #include "lib/kind.h"
 #include "lib/sbf.h"
@@ -37,6 +40,8 @@ static const struct kind_ops *kind_named(const char *name)
         return &kind_sbf;
     if (strcmp(name, kind_expandable.name) == 0)
         return &kind_expandable;
+    if (strcmp(name, kind_pocket_proto.name) == 0)
+        return &kind_pocket_proto; /* sized only: capacity C must be >= N */
     return NULL;
 }
 
@@ -80,9 +85,12 @@ static uint64_t present_in(const struct kind_ops *ko, const void *f, uint64_t ns
     return hits;
 }
 
-/* Stages of an expandable filter (the blocked kind reports 0 here). */
+/* Stages of an expandable filter (the blocked kind reports 0 here; the pocket prototype
+ * its keys sent to the spare). */
 static unsigned stages_of(const struct kind_ops *ko, const void *f)
 {
+    if (ko == &kind_pocket_proto)
+        return (unsigned)((const struct pocket *)f)->spilled;
     if (ko != &kind_expandable)
         return 0;
     struct expandable_info info;
