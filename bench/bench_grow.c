@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "bench/pocket.h"
+#include "bench/pocket_grow.h"
 #include "lib/expandable.h"
 #include "lib/kind.h"
 #include "lib/sbf.h"
@@ -42,6 +43,8 @@ static const struct kind_ops *kind_named(const char *name)
         return &kind_expandable;
     if (strcmp(name, kind_pocket_proto.name) == 0)
         return &kind_pocket_proto; /* sized only: capacity C must be >= N */
+    if (strcmp(name, kind_pocket_grow_proto.name) == 0)
+        return &kind_pocket_grow_proto;
     return NULL;
 }
 
@@ -91,6 +94,8 @@ static unsigned stages_of(const struct kind_ops *ko, const void *f)
 {
     if (ko == &kind_pocket_proto)
         return (unsigned)((const struct pocket *)f)->spilled;
+    if (ko == &kind_pocket_grow_proto)
+        return ((const struct pocketx *)f)->G;
     if (ko != &kind_expandable)
         return 0;
     struct expandable_info info;
