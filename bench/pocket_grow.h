@@ -63,8 +63,7 @@ static inline unsigned px_get(const struct pocketx *p, const uint64_t *w, unsign
 }
 
 /* Inserts slot value v at the end of q's run (closing header bit e); the block has room. */
-static inline void px_put(const struct pocketx *p, uint64_t *w, unsigned q, unsigned v,
-                          unsigned e)
+static inline void px_put(const struct pocketx *p, uint64_t *w, unsigned q, unsigned v, unsigned e)
 {
     unsigned hdr = POCKET_Q + p->k, j = e - q;
     uint64_t m1 = hdr >= 128 ? ~UINT64_C(0) : (UINT64_C(1) << (hdr - 64)) - 1;
@@ -290,8 +289,7 @@ static inline int px_create(const struct kind_params *kp, const struct sbf_budge
     return SBF_OK;
 }
 
-static inline void px_check_batch(const void *f, const struct sbf_hash *h, size_t n,
-                                  bool *present)
+static inline void px_check_batch(const void *f, const struct sbf_hash *h, size_t n, bool *present)
 {
     const struct pocketx *p = f;
     for (size_t i = 0; i < n; i++) {
