@@ -145,13 +145,27 @@ int sbf_params_check(const struct sbf_params *p)
     return sbf_first_stage_bytes(p) ? SBF_OK : SBF_EINVAL;
 }
 
-uint64_t sbf_first_stage_bytes(const struct sbf_params *p)
+uint64_t sbf_stage_capacity(const struct sbf_params *p, uint32_t i)
 {
     uint64_t cap;
     struct bloom_geom g;
-    if (!sbf_params_in_range(p) || sbf_stage_plan(p, 0, &cap, &g) != SBF_OK)
+    if (!sbf_params_in_range(p) || sbf_stage_plan(p, i, &cap, &g) != SBF_OK)
+        return 0;
+    return cap;
+}
+
+uint64_t sbf_stage_bytes(const struct sbf_params *p, uint32_t i)
+{
+    uint64_t cap;
+    struct bloom_geom g;
+    if (!sbf_params_in_range(p) || sbf_stage_plan(p, i, &cap, &g) != SBF_OK)
         return 0;
     return g.nblocks * BLOOM_BLOCK_BYTES;
+}
+
+uint64_t sbf_first_stage_bytes(const struct sbf_params *p)
+{
+    return sbf_stage_bytes(p, 0);
 }
 
 /*

@@ -117,6 +117,14 @@ void sbf_free(struct sbf *f);
  * usable. */
 uint64_t sbf_first_stage_bytes(const struct sbf_params *p);
 
+/*
+ * Stage i of a filter with p, as the filter grows it (stage i is made once stages 0..i-1
+ * are full): the keys it takes and the bytes of its bits. Both 0 if p is not usable or
+ * that stage cannot exist (past 2^48 keys, or i > 0 for growth=none). For planners.
+ */
+uint64_t sbf_stage_capacity(const struct sbf_params *p, uint32_t i);
+uint64_t sbf_stage_bytes(const struct sbf_params *p, uint32_t i);
+
 /* The filter's parameters (valid as long as the filter). */
 const struct sbf_params *sbf_params(const struct sbf *f);
 

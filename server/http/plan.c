@@ -33,38 +33,6 @@
 static const unsigned plan_factors[] = {1, 10, 100};
 #define PLAN_NFACTORS (sizeof plan_factors / sizeof plan_factors[0])
 
-/* Stage i's capacity, as lib/sbf.c grows it (sbf.h: c0*s^i, or c0*s*i); 0 past
- * SBF_MAX_CAPACITY, the largest stage sbf_first_stage_bytes sizes (the library builds
- * stages up to 2^48 keys: a plan that needs one shows its stages as null), and for any
- * stage after the first of a filter that does not grow (growth=none). */
-static uint64_t stage_capacity(const struct sbf_params *p, uint32_t i)
-{
-    double c = (double)p->capacity;
-    if (p->growth == SBF_GROWTH_NONE && i > 0)
-        return 0;
-    if (p->growth == SBF_GROWTH_EXPONENTIAL) {
-        for (uint32_t j = 0; j < i; j++)
-            c *= p->scale;
-    } else if (i > 0) {
-        c = c * p->scale * (double)i;
-    }
-    if (!(c <= (double)SBF_MAX_CAPACITY))
-        return 0;
-    uint64_t n = (uint64_t)c;
-    return n ? n : 1;
-}
-
-/* Stage i's bytes: the first stage of a filter with stage i's capacity whose error,
- * split by the same ratio, gives stage i's share p*(1-r)*r^i. 0 when it cannot exist. */
-static uint64_t stage_bytes(const struct sbf_params *p, uint32_t i)
-{
-    struct sbf_params q = *p;
-    q.capacity = stage_capacity(p, i);
-    for (uint32_t j = 0; j < i; j++)
-        q.error *= p->ratio;
-    return q.capacity ? sbf_first_stage_bytes(&q) : 0;
-}
-
 struct grown {
     uint32_t stages; /* stages holding keys: 0 when the limit was reached first */
     uint64_t bytes;  /* their bits */
@@ -76,12 +44,12 @@ static struct grown grow(const struct sbf_params *p, uint64_t keys)
     struct grown g = {0, 0};
     uint64_t held = 0;
     for (uint32_t i = 0; i < SBF_MAX_STAGES; i++) {
-        uint64_t b = stage_bytes(p, i);
+        uint64_t b = sbf_stage_bytes(p, i);
         if (b == 0)
             return (struct grown){0, g.bytes};
         g.stages = i + 1;
         g.bytes += b;
-        held += stage_capacity(p, i);
+        held += sbf_stage_capacity(p, i);
         if (held >= keys)
             return g;
     }

@@ -110,7 +110,21 @@ static void test_params(void **state)
         assert_int_equal(sbf_new(&bad[i], NULL, &f), SBF_EINVAL);
         assert_null(f);
         assert_int_equal(sbf_first_stage_bytes(&bad[i]), 0);
+        assert_int_equal(sbf_stage_bytes(&bad[i], 1), 0);
+        assert_int_equal(sbf_stage_capacity(&bad[i], 1), 0);
     }
+    /* A filter that does not grow has one stage; a stage past 2^48 keys cannot exist. */
+    struct sbf_params once = p;
+    once.growth = SBF_GROWTH_NONE;
+    assert_int_equal(sbf_stage_capacity(&once, 0), once.capacity);
+    assert_int_equal(sbf_stage_capacity(&once, 1), 0);
+    assert_int_equal(sbf_stage_bytes(&once, 1), 0);
+    struct sbf_params huge = p;
+    huge.capacity = SBF_MAX_CAPACITY;
+    huge.scale = 64;
+    assert_int_equal(sbf_stage_capacity(&huge, 1), UINT64_C(1) << 46);
+    assert_int_equal(sbf_stage_capacity(&huge, 2), 0); /* 2^52 */
+    assert_int_equal(sbf_stage_bytes(&huge, 2), 0);
     assert_string_equal(sbf_strerror(SBF_ENOMEM), "out of memory");
     sbf_free(NULL);
 }
@@ -379,9 +393,12 @@ static void growth(enum sbf_growth g, const uint64_t *caps, size_t nstages)
     p.scale = 3;
     struct sbf *f = NULL;
     assert_int_equal(sbf_new(&p, NULL, &f), SBF_OK);
-    uint64_t i = 0, total = 0;
+    uint64_t i = 0, total = 0, planned_bytes = 0;
     for (size_t s = 0; s < nstages; s++) {
         total += caps[s];
+        /* What a planner is told (sbf_stage_capacity/bytes) is what the filter builds. */
+        assert_int_equal(sbf_stage_capacity(&p, (uint32_t)s), caps[s]);
+        planned_bytes += sbf_stage_bytes(&p, (uint32_t)s);
         while (i < total) {
             bool added;
             assert_int_equal(sbf_add(f, key(31, i), &added), SBF_OK);
@@ -393,6 +410,7 @@ static void growth(enum sbf_growth g, const uint64_t *caps, size_t nstages)
         assert_int_equal(info.stages, s + 1);
         assert_int_equal(info.capacity, total);
         assert_int_equal(info.items, total);
+        assert_int_equal(info.bytes, planned_bytes);
     }
     assert_int_equal(sbf_add(f, key(31, i), NULL), SBF_OK);
     struct sbf_info info;
