@@ -171,7 +171,10 @@ static void plan_kind(struct server *srv, struct evbuffer *out, const struct kin
         return;
     }
     evbuffer_add_printf(out, ",\"bytes\":null,\"fits\":false,\"refused\":");
-    const char *why = rc == SBF_ENOMEM ? "does not fit max_memory now" : sbf_strerror(rc);
+    /* CREATE's words for the same refusal: the kind's rule for parameters out of range. */
+    const char *why = rc == SBF_ENOMEM                               ? "does not fit max_memory now"
+                      : rc == SBF_EINVAL && ops->params_rule != NULL ? ops->params_rule
+                                                                     : sbf_strerror(rc);
     json_string(out, why, strlen(why));
     evbuffer_add(out, "}", 1);
 }

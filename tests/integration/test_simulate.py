@@ -159,6 +159,12 @@ def test_plan_refuses_what_create_refuses(daemon_factory):
                    ("growth=none&kind=expandable", "growth=none is for the blocked kind")]:
         st, _, body = request(port, "/api/plan?" + q)
         assert st == 400 and why in json.loads(body)["error"], (q, body)
+    # An expandable filter out of its kind's range: the same words as CREATE's refusal.
+    st, _, body = request(port, "/api/plan?capacity=1000&error=0.00001")
+    kinds = {k["kind"]: k for k in json.loads(body)["kinds"]}
+    assert st == 200 and kinds["expandable"]["fits"] is False, body
+    assert kinds["expandable"]["refused"] == ("an expandable filter takes error 0.0001 to 0.5 "
+                                              "and capacity up to 1099511627776"), body
     # Past max_memory: blocked says it does not fit; expandable is not even built.
     st, _, body = request(port, "/api/plan?capacity=1099511627776")
     kinds = {k["kind"]: k for k in json.loads(body)["kinds"]}
