@@ -60,23 +60,26 @@ static inline unsigned pocket_select0(const uint64_t *w, unsigned k)
     return base + exp_select64(z, k);
 }
 
-static inline uint64_t pocket_hdr_mask(const struct pocket *p) /* header bits of word 1 */
+/* Block primitives, for a header of hdr bits (64 + slots) and slots of width bits. */
+
+static inline uint64_t pocket_hdr_mask(unsigned hdr) /* the header's bits of word 1 */
 {
-    return p->hdr == 128 ? ~UINT64_C(0) : (UINT64_C(1) << (p->hdr - 64)) - 1;
+    return hdr == 128 ? ~UINT64_C(0) : (UINT64_C(1) << (hdr - 64)) - 1;
 }
 
-static inline unsigned pocket_count(const struct pocket *p, const uint64_t *w)
+static inline unsigned pocket_entries(const uint64_t *w, unsigned hdr)
 {
-    return (unsigned)(__builtin_popcountll(w[0]) + __builtin_popcountll(w[1] & pocket_hdr_mask(p)));
+    return (unsigned)(__builtin_popcountll(w[0]) +
+                      __builtin_popcountll(w[1] & pocket_hdr_mask(hdr)));
 }
 
-static inline unsigned pocket_get(const struct pocket *p, const uint64_t *w, unsigned j)
+static inline unsigned pocket_slot(const uint64_t *w, unsigned hdr, unsigned width, unsigned j)
 {
-    unsigned pos = p->hdr + p->r * j, wi = pos >> 6, off = pos & 63;
+    unsigned pos = hdr + width * j, wi = pos >> 6, off = pos & 63;
     uint64_t v = w[wi] >> off;
-    if (off > 64 - p->r)
+    if (off > 64 - width)
         v |= w[wi + 1] << (64 - off);
-    return (unsigned)(v & ((UINT64_C(1) << p->r) - 1));
+    return (unsigned)(v & ((UINT64_C(1) << width) - 1));
 }
 
 /* Bits >= from of the block move up by `by` (< 64); [from, from + by) becomes 0. */
@@ -106,6 +109,31 @@ static inline void pocket_run(const uint64_t *w, unsigned q, unsigned *first, un
     *end = e;
 }
 
+/* Inserts slot value v at the end of q's run, whose closing header bit is e; the block
+ * has room. */
+static inline void pocket_insert(uint64_t *w, unsigned hdr, unsigned width, unsigned q, unsigned v,
+                                 unsigned e)
+{
+    unsigned j = e - q;
+    /* Header: a 1 at e, bits [e, hdr) up by one (the last is free: the block is not full). */
+    uint64_t m1 = pocket_hdr_mask(hdr);
+    pocket_u128 hmask = (pocket_u128)m1 << 64 | ~UINT64_C(0);
+    pocket_u128 h = ((pocket_u128)w[1] << 64 | w[0]) & hmask;
+    pocket_u128 low = h & (((pocket_u128)1 << e) - 1);
+    h = (low | ((h >> e) << (e + 1)) | ((pocket_u128)1 << e)) & hmask;
+    w[0] = (uint64_t)h;
+    w[1] = (uint64_t)(h >> 64) | (w[1] & ~m1);
+    /* Body: slots from j up by one, v in slot j. */
+    unsigned pos = hdr + width * j;
+    pocket_shift_up(w, pos, width);
+    unsigned wi = pos >> 6, off = pos & 63;
+    w[wi] |= (uint64_t)v << off;
+    if (off > 64 - width)
+        w[wi + 1] |= (uint64_t)v >> (64 - off);
+}
+
+/* The sized prototype: slots are the r remainder bits. */
+
 /* Whether q's run holds fp; *end as pocket_run's. */
 static inline bool pocket_block_has(const struct pocket *p, const uint64_t *w, unsigned q,
                                     unsigned fp, unsigned *end)
@@ -113,31 +141,9 @@ static inline bool pocket_block_has(const struct pocket *p, const uint64_t *w, u
     unsigned first, n;
     pocket_run(w, q, &first, &n, end);
     for (unsigned j = first; j < first + n; j++)
-        if (pocket_get(p, w, j) == fp)
+        if (pocket_slot(w, p->hdr, p->r, j) == fp)
             return true;
     return false;
-}
-
-/* Inserts fp at the end of q's run, whose closing header bit is e; the block has room. */
-static inline void pocket_block_put(const struct pocket *p, uint64_t *w, unsigned q, unsigned fp,
-                                    unsigned e)
-{
-    unsigned j = e - q;
-    /* Header: a 1 at e, bits [e, hdr) up by one (the last is free: the block is not full). */
-    uint64_t m1 = pocket_hdr_mask(p);
-    pocket_u128 hmask = (pocket_u128)m1 << 64 | ~UINT64_C(0);
-    pocket_u128 h = ((pocket_u128)w[1] << 64 | w[0]) & hmask;
-    pocket_u128 low = h & (((pocket_u128)1 << e) - 1);
-    h = (low | ((h >> e) << (e + 1)) | ((pocket_u128)1 << e)) & hmask;
-    w[0] = (uint64_t)h;
-    w[1] = (uint64_t)(h >> 64) | (w[1] & ~m1);
-    /* Body: remainders from j up by one slot, fp in slot j. */
-    unsigned pos = p->hdr + p->r * j;
-    pocket_shift_up(w, pos, p->r);
-    unsigned wi = pos >> 6, off = pos & 63;
-    w[wi] |= (uint64_t)fp << off;
-    if (off > 64 - p->r)
-        w[wi + 1] |= (uint64_t)fp >> (64 - off);
 }
 
 static inline uint64_t *pocket_block_of(const struct pocket *p, struct sbf_hash h)
@@ -172,7 +178,7 @@ static inline bool pocket_has(const struct pocket *p, struct sbf_hash h)
     unsigned e;
     if (pocket_block_has(p, w, q, fp, &e))
         return true;
-    return pocket_count(p, w) == p->k && pocket_spare(p, h, false);
+    return pocket_entries(w, p->hdr) == p->k && pocket_spare(p, h, false);
 }
 
 static inline bool pocket_checkadd(struct pocket *p, struct sbf_hash h)
@@ -182,8 +188,8 @@ static inline bool pocket_checkadd(struct pocket *p, struct sbf_hash h)
     unsigned e;
     if (pocket_block_has(p, w, q, fp, &e))
         return true;
-    if (pocket_count(p, w) < p->k) {
-        pocket_block_put(p, w, q, fp, e);
+    if (pocket_entries(w, p->hdr) < p->k) {
+        pocket_insert(w, p->hdr, p->r, q, fp, e);
         p->items++;
         return false;
     }

@@ -46,53 +46,9 @@ static inline uint64_t *px_block(const struct pocketx *p, uint64_t b)
     return p->chunks[b / PX_CHUNK_BLOCKS] + 8 * (b % PX_CHUNK_BLOCKS);
 }
 
-static inline unsigned px_count(const struct pocketx *p, const uint64_t *w)
+static inline unsigned px_hdr(const struct pocketx *p)
 {
-    unsigned hdr = POCKET_Q + p->k;
-    uint64_t m1 = hdr >= 128 ? ~UINT64_C(0) : (UINT64_C(1) << (hdr - 64)) - 1;
-    return (unsigned)(__builtin_popcountll(w[0]) + __builtin_popcountll(w[1] & m1));
-}
-
-static inline unsigned px_get(const struct pocketx *p, const uint64_t *w, unsigned j)
-{
-    unsigned pos = POCKET_Q + p->k + p->s * j, wi = pos >> 6, off = pos & 63;
-    uint64_t v = w[wi] >> off;
-    if (off > 64 - p->s)
-        v |= w[wi + 1] << (64 - off);
-    return (unsigned)(v & ((UINT64_C(1) << p->s) - 1));
-}
-
-/* Inserts slot value v at the end of q's run (closing header bit e); the block has room. */
-static inline void px_put(const struct pocketx *p, uint64_t *w, unsigned q, unsigned v, unsigned e)
-{
-    unsigned hdr = POCKET_Q + p->k, j = e - q;
-    uint64_t m1 = hdr >= 128 ? ~UINT64_C(0) : (UINT64_C(1) << (hdr - 64)) - 1;
-    pocket_u128 hmask = (pocket_u128)m1 << 64 | ~UINT64_C(0);
-    pocket_u128 h = ((pocket_u128)w[1] << 64 | w[0]) & hmask;
-    pocket_u128 low = h & (((pocket_u128)1 << e) - 1);
-    h = (low | ((h >> e) << (e + 1)) | ((pocket_u128)1 << e)) & hmask;
-    w[0] = (uint64_t)h;
-    w[1] = (uint64_t)(h >> 64) | (w[1] & ~m1);
-    unsigned pos = hdr + p->s * j;
-    pocket_shift_up(w, pos, p->s);
-    unsigned wi = pos >> 6, off = pos & 63;
-    w[wi] |= (uint64_t)v << off;
-    if (off > 64 - p->s)
-        w[wi + 1] |= (uint64_t)v >> (64 - off);
-}
-
-/* The run of quotient q and its closing header bit. */
-static inline void px_run(const uint64_t *w, unsigned q, unsigned *first, unsigned *n,
-                          unsigned *end)
-{
-    unsigned s = q ? pocket_select0(w, q - 1) + 1 : 0;
-    uint64_t z0 = ~w[0], z1 = ~w[1];
-    unsigned e = s < 64 && (z0 >> s) != 0 ? s + (unsigned)__builtin_ctzll(z0 >> s)
-                 : s < 64                 ? 64 + (unsigned)__builtin_ctzll(z1)
-                                          : s + (unsigned)__builtin_ctzll(z1 >> (s - 64));
-    *first = s - q;
-    *n = e - s;
-    *end = e;
+    return POCKET_Q + p->k;
 }
 
 /* Whether a slot of q's run matches the key's r remainder bits krem. */
@@ -100,9 +56,9 @@ static inline bool px_has(const struct pocketx *p, const uint64_t *w, unsigned q
                           unsigned *end)
 {
     unsigned first, n;
-    px_run(w, q, &first, &n, end);
+    pocket_run(w, q, &first, &n, end);
     for (unsigned j = first; j < first + n; j++) {
-        unsigned v = px_get(p, w, j), tz = (unsigned)__builtin_ctz(v);
+        unsigned v = pocket_slot(w, px_hdr(p), p->s, j), tz = (unsigned)__builtin_ctz(v);
         if ((v >> (tz + 1)) == (krem >> tz))
             return true;
     }
@@ -188,7 +144,8 @@ static int px_split(struct pocketx *p, uint64_t b, uint64_t v)
     unsigned j = 0, pos = 0;
     for (unsigned q = 0; q < POCKET_Q; q++) {
         while ((old[pos >> 6] >> (pos & 63)) & 1) {
-            unsigned slot = px_get(p, old, j++), tz = (unsigned)__builtin_ctz(slot);
+            unsigned slot = pocket_slot(old, px_hdr(p), p->s, j++),
+                     tz = (unsigned)__builtin_ctz(slot);
             unsigned len = p->r - tz, rem = slot >> (tz + 1);
             uint64_t *w = (q >> 5) ? w1 : w0;
             unsigned nq = (q << 1) & 63;
@@ -205,11 +162,11 @@ static int px_split(struct pocketx *p, uint64_t b, uint64_t v)
                 nv = ((nrem << 1) | 1) << (p->r - nlen);
             }
             for (unsigned t = 0; t < nt; t++) {
-                if (px_count(p, w) >= p->k)
+                if (pocket_entries(w, px_hdr(p)) >= p->k)
                     return SBF_ELIMIT; /* voids piled up: not expected this side of 2^r */
                 unsigned f, n, e;
-                px_run(w, targets[t], &f, &n, &e);
-                px_put(p, w, targets[t], nv, e);
+                pocket_run(w, targets[t], &f, &n, &e);
+                pocket_insert(w, px_hdr(p), p->s, targets[t], nv, e);
             }
             pos++;
         }
@@ -229,8 +186,8 @@ static inline int px_checkadd(struct pocketx *p, struct sbf_hash h, bool *presen
             *present = true;
             return SBF_OK;
         }
-        if (px_count(p, w) < p->k) {
-            px_put(p, w, q, (krem << 1) | 1, e);
+        if (pocket_entries(w, px_hdr(p)) < p->k) {
+            pocket_insert(w, px_hdr(p), p->s, q, (krem << 1) | 1, e);
             p->items++;
             *present = false;
             return SBF_OK;
